@@ -1,0 +1,18 @@
+"""pykubelet: a Kubernetes node agent written in Python.
+
+The package is laid out like the Go kubelet, one subpackage per subsystem:
+
+- ``cmd``: the command line (flags, ``--config`` loading, start-up), as ``cmd/kubelet/app``.
+- ``config``: the ``KubeletConfiguration`` API type, its defaults and validation.
+- ``cri``: the CRI v1 gRPC client for the container runtime.
+- ``container``: the runtime-neutral model of pods and containers (``kubecontainer``).
+- ``sources``: pod sources (static files, manifest URL) merged into pod updates.
+- ``kuberuntime``: turns pod specs into CRI calls (sandboxes, containers, images, logs).
+- ``pleg``: the pod lifecycle event generator that relists the runtime.
+- ``podworkers``: one serialised worker per pod.
+- ``status``: pod status computation and the status manager.
+- ``server``: the HTTP endpoints (healthz, read-only ``/pods``).
+- ``kubelet``: the composition root and the sync loop.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""Allows ``python -m pykubelet``."""
+
+from pykubelet.cmd.app import main
+
+raise SystemExit(main())

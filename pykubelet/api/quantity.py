@@ -1,0 +1,64 @@
+"""Kubernetes resource quantities (``500m``, ``64Mi``, ``1.5``, ``1e3``) as exact numbers.
+
+Container resources reach the runtime as integers: CPU in millicores (then
+shares and CFS quota), memory in bytes. Floats would turn ``0.1`` CPU into
+99 millicores, so quantities are parsed into ``Fraction`` and rounded up the
+way upstream's ``Quantity.MilliValue()`` / ``Value()`` do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from typing import Any
+
+_BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIXES = {
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
+    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+    "P": Fraction(10**15), "E": Fraction(10**18),
+}
+_QUANTITY = re.compile(
+    r"^(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<exponent>[eE][+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?))$")
+
+
+class QuantityError(ValueError):
+    pass
+
+
+def parse_quantity(text: Any) -> Fraction:
+    """The exact value of a quantity string; ints and floats are accepted as plain numbers."""
+    if isinstance(text, bool):
+        raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
+    if isinstance(text, int):
+        return Fraction(text)
+    if isinstance(text, float):
+        return Fraction(str(text))
+    if not isinstance(text, str):
+        raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
+    match = _QUANTITY.match(text.strip())
+    if match is None:
+        raise QuantityError(f"quantities must match the regular expression "
+                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text!r}")
+    value = Fraction(match["number"])
+    if match["exponent"]:
+        value *= Fraction(10) ** int(match["exponent"][1:])
+    else:
+        suffix = match["suffix"] or ""
+        value *= _BINARY_SUFFIXES.get(suffix) or _DECIMAL_SUFFIXES[suffix]
+    return -value if match["sign"] == "-" else value
+
+
+def cpu_to_millis(quantity: Any) -> int:
+    """Millicores, rounded up (``0.0001`` is 1m, as upstream ``MilliValue``)."""
+    return math.ceil(parse_quantity(quantity) * 1000)
+
+
+def memory_to_bytes(quantity: Any) -> int:
+    """Bytes, rounded up (as upstream ``Value``)."""
+    return math.ceil(parse_quantity(quantity))
+
+
+__all__ = ["QuantityError", "cpu_to_millis", "memory_to_bytes", "parse_quantity"]

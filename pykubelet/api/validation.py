@@ -1,0 +1,596 @@
+"""Pod validation, the practical subset of the API server's ``ValidatePod``.
+
+Static pods never pass through an API server, so the kubelet validates them
+itself before running them: a manifest with a bad name, a missing image or two
+containers of the same name must be rejected with a message that tells the
+operator which field is wrong. Every error names its field path the way the
+API server does (``spec.containers[1].name: Duplicate value: "app"``), so the
+messages read the same as ``kubectl apply`` errors.
+
+``validate_pod_json`` checks the raw JSON shape (types and required fields)
+before the dictionary becomes a ``V1Pod``; ``validate_pod`` checks the
+semantics of a decoded, defaulted pod. ``parse_quantity`` reads resource
+quantities (``100m``, ``1Gi``) because limits and requests are compared.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubernetes_asyncio.client import Configuration
+from kubernetes_asyncio.client import models as k8s_models
+from kubernetes_asyncio.client.models import (
+    V1Container,
+    V1Pod,
+    V1PodSpec,
+    V1Probe,
+    V1Volume,
+)
+
+DNS1123_LABEL_MAX_LENGTH = 63
+DNS1123_SUBDOMAIN_MAX_LENGTH = 253
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+PULL_POLICIES = ("Always", "Never", "IfNotPresent")
+PROTOCOLS = ("SCTP", "TCP", "UDP")
+TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
+HOST_PATH_TYPES = ("", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket",
+                   "CharDevice", "BlockDevice")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+INT32_MAX = 2**31 - 1
+
+
+def json_name(model: Any, attribute: str) -> str:
+    """The camelCase JSON key of a generated model's attribute (``liveness_probe`` ->
+    ``livenessProbe``)."""
+    names: dict[str, str] = model.attribute_map
+    return names[attribute]
+
+
+def model_attributes(model: Any) -> dict[str, str]:
+    """A generated model's attributes and their type names (``list[V1Container]``...)."""
+    types: dict[str, str] = model.openapi_types
+    return types
+
+
+# --- field error formatting, in the API server's wording ---------------------------------------
+
+class _Shown(str):
+    """A value description printed as is (``object``), not quoted like a string value."""
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, _Shown):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def required(path: str, detail: str = "") -> str:
+    return f"{path}: Required value" + (f": {detail}" if detail else "")
+
+
+def invalid(path: str, value: Any, detail: str) -> str:
+    return f"{path}: Invalid value: {_show(value)}: {detail}"
+
+
+def duplicate(path: str, value: Any) -> str:
+    return f"{path}: Duplicate value: {_show(value)}"
+
+
+def not_supported(path: str, value: Any, supported: Iterable[str]) -> str:
+    choices = ", ".join(json.dumps(s) for s in supported)
+    return f"{path}: Unsupported value: {_show(value)}: supported values: {choices}"
+
+
+def not_found(path: str, value: Any) -> str:
+    return f"{path}: Not found: {_show(value)}"
+
+
+def forbidden(path: str, detail: str) -> str:
+    return f"{path}: Forbidden: {detail}"
+
+
+# --- name checks ---------------------------------------------------------------------------------
+
+def dns1123_label_errors(value: str) -> list[str]:
+    """Why ``value`` is not an RFC 1123 label (empty list when it is)."""
+    problems = []
+    if len(value) > DNS1123_LABEL_MAX_LENGTH:
+        problems.append(f"must be no more than {DNS1123_LABEL_MAX_LENGTH} characters")
+    if not _DNS1123_LABEL.match(value):
+        problems.append("must be a lowercase RFC 1123 label: lowercase alphanumerics or '-', "
+                        "starting and ending with an alphanumeric (e.g. 'my-name' or '123-abc')")
+    return problems
+
+
+def dns1123_subdomain_errors(value: str) -> list[str]:
+    """Why ``value`` is not an RFC 1123 subdomain (empty list when it is)."""
+    problems = []
+    if len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
+        problems.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX_LENGTH} characters")
+    if not _DNS1123_SUBDOMAIN.match(value):
+        problems.append("must be a lowercase RFC 1123 subdomain: lowercase alphanumerics, '-' or "
+                        "'.', starting and ending with an alphanumeric (e.g. 'example.com')")
+    return problems
+
+
+def _port_name_errors(value: str) -> list[str]:
+    problems = []
+    if len(value) > 15:
+        problems.append("must be no more than 15 characters")
+    if not _IANA_SVC_NAME.match(value):
+        problems.append("must contain only lowercase alphanumerics or '-' and start and end "
+                        "with an alphanumeric")
+    if "--" in value:
+        problems.append("must not contain consecutive hyphens")
+    if not any(ch.isalpha() for ch in value):
+        problems.append("must contain at least one letter")
+    return problems
+
+
+def _qualified_name_errors(value: str) -> list[str]:
+    prefix, slash, name = value.rpartition("/")
+    problems = []
+    if slash:
+        if not prefix:
+            problems.append("prefix part must be non-empty")
+        else:
+            problems.extend(f"prefix part {p}" for p in dns1123_subdomain_errors(prefix))
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        problems.append("name part must be at most 63 alphanumerics, '-', '_' or '.', "
+                        "starting and ending with an alphanumeric")
+    return problems
+
+
+def _env_var_name_errors(value: str) -> list[str]:
+    # The relaxed rule the API server applies today: any printable ASCII except '='.
+    if all(32 <= ord(ch) <= 126 and ch != "=" for ch in value):
+        return []
+    return ["must consist only of printable ASCII characters other than '='"]
+
+
+# --- quantities ----------------------------------------------------------------------------------
+
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|[numkMGTPE]|"
+                       r"[KMGTPE]i)?$")
+_SUFFIX_MULTIPLIERS = {
+    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+    "P": Decimal("1e15"), "E": Decimal("1e18"),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """The numeric value of a Kubernetes quantity (``"100m"`` -> 0.1, ``"1Ki"`` -> 1024)."""
+    if isinstance(value, bool):
+        raise ValueError(f"invalid quantity {value!r}")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    match = _QUANTITY.match(value.strip() if isinstance(value, str) else "")
+    if match is None or value != value.strip():
+        raise ValueError(f"quantities must match the regular expression {_QUANTITY.pattern!r}")
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        if suffix[:1] in ("e", "E"):
+            return Decimal(number) * Decimal(10) ** int(suffix[1:])
+        return Decimal(number) * _SUFFIX_MULTIPLIERS[suffix]
+    except (InvalidOperation, KeyError) as err:
+        raise ValueError(f"invalid quantity {value!r}") from err
+
+
+# --- raw JSON shape ------------------------------------------------------------------------------
+
+# Quantity maps may hold bare numbers in YAML (cpu: 1); every other string field must be a string.
+_QUANTITY_MAP_KEYS = frozenset({"limits", "requests", "overhead", "capacity", "allocatable",
+                                "hard", "used", "allocatedResources"})
+
+
+@functools.cache
+def _required_attributes(model: Any) -> frozenset[str]:
+    """The attributes the generated model refuses to hold as None: the schema's required fields."""
+    probe = object.__new__(model)
+    probe.local_vars_configuration = Configuration()
+    needed = set()
+    for attribute in model_attributes(model):
+        try:
+            setattr(probe, attribute, None)
+        except ValueError:
+            needed.add(attribute)
+    return frozenset(needed)
+
+
+def _shape_errors(data: Any, type_name: str, path: str, errors: list[str]) -> None:
+    if data is None:
+        return
+    if type_name.startswith("list["):
+        if not isinstance(data, list):
+            errors.append(invalid(path, _brief(data), "expected a list"))
+            return
+        for index, item in enumerate(data):
+            _shape_errors(item, type_name[5:-1], f"{path}[{index}]", errors)
+        return
+    if type_name.startswith("dict("):
+        if not isinstance(data, dict):
+            errors.append(invalid(path, _brief(data), "expected an object"))
+            return
+        value_type = type_name[len("dict(str, "):-1]
+        quantity_map = path.rsplit(".", 1)[-1] in _QUANTITY_MAP_KEYS
+        for key, item in data.items():
+            if quantity_map and isinstance(item, int | float) and not isinstance(item, bool):
+                continue
+            _shape_errors(item, value_type, f"{path}[{key}]", errors)
+        return
+    if type_name == "str":
+        if not isinstance(data, str):
+            errors.append(invalid(path, _brief(data), "expected a string"))
+    elif type_name == "int":
+        if not isinstance(data, int) or isinstance(data, bool):
+            errors.append(invalid(path, _brief(data), "expected an integer"))
+    elif type_name == "float":
+        if not isinstance(data, int | float) or isinstance(data, bool):
+            errors.append(invalid(path, _brief(data), "expected a number"))
+    elif type_name == "bool":
+        if not isinstance(data, bool):
+            errors.append(invalid(path, _brief(data), "expected a boolean"))
+    elif type_name in ("datetime", "date"):
+        if not isinstance(data, str):
+            errors.append(invalid(path, _brief(data), "expected an RFC 3339 time string"))
+    elif type_name != "object":
+        model = getattr(k8s_models, type_name, None)
+        if model is not None:
+            _model_shape_errors(data, model, path, errors)
+
+
+def _model_shape_errors(data: Any, model: Any, path: str, errors: list[str]) -> None:
+    if not isinstance(data, dict):
+        errors.append(invalid(path, _brief(data), "expected an object"))
+        return
+    attribute_map: dict[str, str] = model.attribute_map
+    types = model_attributes(model)
+    for required_attribute in sorted(_required_attributes(model)):
+        if data.get(attribute_map[required_attribute]) is None:
+            errors.append(required(_join(path, attribute_map[required_attribute])))
+    json_to_attribute = {json_key: attr for attr, json_key in attribute_map.items()}
+    for key, value in data.items():
+        attribute = json_to_attribute.get(key)
+        if attribute is not None:
+            _shape_errors(value, types[attribute], _join(path, key), errors)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _brief(value: Any) -> Any:
+    if isinstance(value, dict):
+        return _Shown("object")
+    if isinstance(value, list):
+        return _Shown("list")
+    return value
+
+
+def validate_pod_json(data: Any) -> list[str]:
+    """Type and required-field errors of a pod's JSON form, before it becomes a ``V1Pod``."""
+    errors: list[str] = []
+    _model_shape_errors(data, V1Pod, "", errors)
+    return errors
+
+
+# --- semantics of a decoded pod ------------------------------------------------------------------
+
+def validate_pod(pod: V1Pod) -> list[str]:
+    """Every reason ``pod`` would be refused by the API server, one string per field error."""
+    errors: list[str] = []
+    meta = pod.metadata
+    name = meta.name if meta is not None else None
+    namespace = meta.namespace if meta is not None else None
+    if not name:
+        errors.append(required("metadata.name", "name or generateName is required"))
+    else:
+        errors.extend(invalid("metadata.name", name, p) for p in dns1123_subdomain_errors(name))
+    if not namespace:
+        errors.append(required("metadata.namespace"))
+    else:
+        errors.extend(invalid("metadata.namespace", namespace, p)
+                      for p in dns1123_label_errors(namespace))
+    if meta is not None and meta.labels:
+        errors.extend(_label_errors(meta.labels, "metadata.labels"))
+    errors.extend(_spec_errors(pod.spec or V1PodSpec(containers=[])))
+    return errors
+
+
+def _label_errors(labels: dict[str, str], path: str) -> list[str]:
+    errors: list[str] = []
+    for key, value in labels.items():
+        errors.extend(invalid(path, key, p) for p in _qualified_name_errors(key))
+        if len(value or "") > 63 or not _LABEL_VALUE.match(value or ""):
+            errors.append(invalid(f"{path}[{key}]", value, "a label value must be at most 63 "
+                                  "alphanumerics, '-', '_' or '.', starting and ending with "
+                                  "an alphanumeric"))
+    return errors
+
+
+def _spec_errors(spec: V1PodSpec) -> list[str]:
+    errors: list[str] = []
+    volumes = spec.volumes or []
+    volume_names = _volume_errors(volumes, errors)
+
+    containers = spec.containers or []
+    init_containers = spec.init_containers or []
+    if not containers:
+        errors.append(required("spec.containers"))
+    seen_names: set[str] = set()
+    host_ports: set[tuple[int, str, str]] = set()
+    for index, container in enumerate(init_containers):
+        path = f"spec.initContainers[{index}]"
+        errors.extend(_container_errors(container, path, volume_names, seen_names, spec,
+                                        host_ports))
+        sidecar = container.restart_policy == "Always"
+        if container.restart_policy is not None and not sidecar:
+            errors.append(not_supported(f"{path}.restartPolicy", container.restart_policy,
+                                        ["Always"]))
+        if not sidecar:
+            for probe_field in ("lifecycle", "liveness_probe", "readiness_probe",
+                                "startup_probe"):
+                if getattr(container, probe_field) is not None:
+                    errors.append(forbidden(f"{path}.{json_name(V1Container, probe_field)}",
+                                            "may not be set for init containers without "
+                                            "restartPolicy=Always"))
+    for index, container in enumerate(containers):
+        path = f"spec.containers[{index}]"
+        errors.extend(_container_errors(container, path, volume_names, seen_names, spec,
+                                        host_ports))
+        if container.restart_policy is not None:
+            errors.append(forbidden(f"{path}.restartPolicy",
+                                    "may not be set for non-init containers"))
+
+    if spec.restart_policy is not None and spec.restart_policy not in RESTART_POLICIES:
+        errors.append(not_supported("spec.restartPolicy", spec.restart_policy, RESTART_POLICIES))
+    if spec.dns_policy is not None and spec.dns_policy not in DNS_POLICIES:
+        errors.append(not_supported("spec.dnsPolicy", spec.dns_policy, DNS_POLICIES))
+    grace = spec.termination_grace_period_seconds
+    if grace is not None and grace < 0:
+        errors.append(invalid("spec.terminationGracePeriodSeconds", grace,
+                              "must be greater than or equal to 0"))
+    deadline = spec.active_deadline_seconds
+    if deadline is not None and not 1 <= deadline <= INT32_MAX:
+        errors.append(invalid("spec.activeDeadlineSeconds", deadline,
+                              f"must be between 1 and {INT32_MAX}, inclusive"))
+    if spec.hostname:
+        errors.extend(invalid("spec.hostname", spec.hostname, p)
+                      for p in dns1123_label_errors(spec.hostname))
+    if spec.node_selector:
+        errors.extend(_label_errors(spec.node_selector, "spec.nodeSelector"))
+    for index, toleration in enumerate(spec.tolerations or []):
+        path = f"spec.tolerations[{index}]"
+        operator = toleration.operator or "Equal"
+        if operator not in TOLERATION_OPERATORS:
+            errors.append(not_supported(f"{path}.operator", operator, TOLERATION_OPERATORS))
+        if operator == "Exists" and toleration.value:
+            errors.append(invalid(f"{path}.operator", toleration.value,
+                                  "value must be empty when `operator` is 'Exists'"))
+        if not toleration.key and operator != "Exists":
+            errors.append(invalid(f"{path}.operator", operator,
+                                  "operator must be Exists when `key` is empty"))
+        if toleration.effect and toleration.effect not in TAINT_EFFECTS:
+            errors.append(not_supported(f"{path}.effect", toleration.effect, TAINT_EFFECTS))
+    return errors
+
+
+def _volume_errors(volumes: list[V1Volume], errors: list[str]) -> set[str]:
+    names: set[str] = set()
+    source_fields = [f for f in model_attributes(V1Volume) if f != "name"]
+    for index, volume in enumerate(volumes):
+        path = f"spec.volumes[{index}]"
+        if not volume.name:
+            errors.append(required(f"{path}.name"))
+        else:
+            errors.extend(invalid(f"{path}.name", volume.name, p)
+                          for p in dns1123_label_errors(volume.name))
+            if volume.name in names:
+                errors.append(duplicate(f"{path}.name", volume.name))
+            names.add(volume.name)
+        kinds = [f for f in source_fields if getattr(volume, f) is not None]
+        if not kinds:
+            errors.append(required(path, "must specify a volume type"))
+        elif len(kinds) > 1:
+            errors.append(forbidden(f"{path}.{json_name(V1Volume, kinds[1])}",
+                                    "may not specify more than 1 volume type"))
+        if volume.host_path is not None:
+            if not volume.host_path.path:
+                errors.append(required(f"{path}.hostPath.path"))
+            kind = volume.host_path.type
+            if kind is not None and kind not in HOST_PATH_TYPES:
+                errors.append(not_supported(f"{path}.hostPath.type", kind, HOST_PATH_TYPES))
+    return names
+
+
+def _container_errors(container: V1Container, path: str, volume_names: set[str],
+                      seen_names: set[str], spec: V1PodSpec,
+                      host_ports: set[tuple[int, str, str]]) -> list[str]:
+    errors: list[str] = []
+    if not container.name:
+        errors.append(required(f"{path}.name"))
+    else:
+        errors.extend(invalid(f"{path}.name", container.name, p)
+                      for p in dns1123_label_errors(container.name))
+        if container.name in seen_names:
+            errors.append(duplicate(f"{path}.name", container.name))
+        seen_names.add(container.name)
+    image = container.image or ""
+    if not image:
+        errors.append(required(f"{path}.image"))
+    elif image != image.strip():
+        errors.append(invalid(f"{path}.image", image,
+                              "must not have leading or trailing whitespace"))
+    policy = container.image_pull_policy
+    if policy is not None and policy not in PULL_POLICIES:
+        errors.append(not_supported(f"{path}.imagePullPolicy", policy, PULL_POLICIES))
+    message_policy = container.termination_message_policy
+    if message_policy is not None and message_policy not in TERMINATION_MESSAGE_POLICIES:
+        errors.append(not_supported(f"{path}.terminationMessagePolicy", message_policy,
+                                    TERMINATION_MESSAGE_POLICIES))
+    errors.extend(_port_errors(container, path, spec, host_ports))
+    errors.extend(_env_errors(container, path))
+    mount_paths: set[str] = set()
+    for index, mount in enumerate(container.volume_mounts or []):
+        mount_path = f"{path}.volumeMounts[{index}]"
+        if not mount.name:
+            errors.append(required(f"{mount_path}.name"))
+        elif mount.name not in volume_names:
+            errors.append(not_found(f"{mount_path}.name", mount.name))
+        if not mount.mount_path:
+            errors.append(required(f"{mount_path}.mountPath"))
+        elif mount.mount_path in mount_paths:
+            errors.append(invalid(f"{mount_path}.mountPath", mount.mount_path, "must be unique"))
+        else:
+            mount_paths.add(mount.mount_path)
+    errors.extend(_resource_errors(container, path))
+    for probe_field, must_be_one in (("liveness_probe", True), ("readiness_probe", False),
+                                     ("startup_probe", True)):
+        probe = getattr(container, probe_field)
+        if probe is not None:
+            probe_path = f"{path}.{json_name(V1Container, probe_field)}"
+            errors.extend(_probe_errors(probe, probe_path, must_be_one))
+    return errors
+
+
+def _port_errors(container: V1Container, path: str, spec: V1PodSpec,
+                 host_ports: set[tuple[int, str, str]]) -> list[str]:
+    errors: list[str] = []
+    port_names: set[str] = set()
+    for index, port in enumerate(container.ports or []):
+        port_path = f"{path}.ports[{index}]"
+        if port.name:
+            errors.extend(invalid(f"{port_path}.name", port.name, p)
+                          for p in _port_name_errors(port.name))
+            if port.name in port_names:
+                errors.append(duplicate(f"{port_path}.name", port.name))
+            port_names.add(port.name)
+        number = port.container_port
+        if number is None:
+            errors.append(required(f"{port_path}.containerPort"))
+        elif not 1 <= number <= 65535:
+            errors.append(invalid(f"{port_path}.containerPort", number,
+                                  "must be between 1 and 65535, inclusive"))
+        host_port = port.host_port or 0
+        if host_port and not 1 <= host_port <= 65535:
+            errors.append(invalid(f"{port_path}.hostPort", host_port,
+                                  "must be between 1 and 65535, inclusive"))
+        protocol = port.protocol
+        if protocol is not None and protocol not in PROTOCOLS:
+            errors.append(not_supported(f"{port_path}.protocol", protocol, PROTOCOLS))
+        if spec.host_network and host_port and host_port != number:
+            errors.append(invalid(f"{port_path}.hostPort", host_port,
+                                  "must match `containerPort` when `hostNetwork` is true"))
+        if host_port:
+            key = (host_port, protocol or "TCP", port.host_ip or "")
+            if key in host_ports:
+                errors.append(duplicate(f"{port_path}.hostPort", f"{host_port}/{key[1]}"))
+            host_ports.add(key)
+    return errors
+
+
+def _env_errors(container: V1Container, path: str) -> list[str]:
+    errors: list[str] = []
+    for index, env in enumerate(container.env or []):
+        env_path = f"{path}.env[{index}]"
+        if not env.name:
+            errors.append(required(f"{env_path}.name"))
+        else:
+            errors.extend(invalid(f"{env_path}.name", env.name, p)
+                          for p in _env_var_name_errors(env.name))
+        if env.value_from is not None:
+            refs = [k for k, v in env.value_from.to_dict().items() if v is not None]
+            if len(refs) != 1:
+                errors.append(invalid(f"{env_path}.valueFrom", "",
+                                      "must specify exactly one of: `fieldRef`, "
+                                      "`resourceFieldRef`, `configMapKeyRef`, `secretKeyRef` "
+                                      "or `fileKeyRef`"))
+            if env.value:
+                errors.append(invalid(f"{env_path}.valueFrom", "",
+                                      "may not be specified when `value` is not empty"))
+    return errors
+
+
+def _resource_errors(container: V1Container, path: str) -> list[str]:
+    errors: list[str] = []
+    resources = container.resources
+    if resources is None:
+        return errors
+    parsed: dict[str, dict[str, Decimal]] = {"limits": {}, "requests": {}}
+    for kind in ("limits", "requests"):
+        for resource, raw in (getattr(resources, kind) or {}).items():
+            field_path = f"{path}.resources.{kind}[{resource}]"
+            try:
+                amount = parse_quantity(raw)
+            except ValueError as err:
+                errors.append(invalid(field_path, str(raw), str(err)))
+                continue
+            if amount < 0:
+                errors.append(invalid(field_path, str(raw), "must be greater than or equal to 0"))
+            parsed[kind][resource] = amount
+    for resource, request in parsed["requests"].items():
+        limit = parsed["limits"].get(resource)
+        if limit is not None and request > limit:
+            raw_request = str((resources.requests or {})[resource])
+            raw_limit = str((resources.limits or {})[resource])
+            errors.append(invalid(f"{path}.resources.requests[{resource}]", raw_request,
+                                  f"must be less than or equal to {resource} limit of "
+                                  f"{raw_limit}"))
+    return errors
+
+
+def _probe_errors(probe: V1Probe, path: str, success_threshold_must_be_one: bool) -> list[str]:
+    errors: list[str] = []
+    handlers = [h for h in ("_exec", "http_get", "tcp_socket", "grpc")
+                if getattr(probe, h) is not None]
+    if not handlers:
+        errors.append(required(path, "must specify a handler type"))
+    elif len(handlers) > 1:
+        errors.append(forbidden(f"{path}.{json_name(V1Probe, handlers[1])}",
+                                "may not specify more than 1 handler type"))
+    for attribute in ("initial_delay_seconds", "timeout_seconds", "period_seconds",
+                      "success_threshold", "failure_threshold",
+                      "termination_grace_period_seconds"):
+        value = getattr(probe, attribute)
+        if value is not None and value < 0:
+            errors.append(invalid(f"{path}.{json_name(V1Probe, attribute)}", value,
+                                  "must be greater than or equal to 0"))
+    threshold = probe.success_threshold
+    if success_threshold_must_be_one and threshold is not None and threshold not in (0, 1):
+        errors.append(invalid(f"{path}.successThreshold", threshold, "must be 1"))
+    if probe.http_get is not None:
+        port = probe.http_get.port
+        if isinstance(port, int) and not 1 <= port <= 65535:
+            errors.append(invalid(f"{path}.httpGet.port", port,
+                                  "must be between 1 and 65535, inclusive"))
+    return errors
+
+
+__all__ = [
+    "dns1123_label_errors",
+    "dns1123_subdomain_errors",
+    "parse_quantity",
+    "validate_pod",
+    "validate_pod_json",
+]

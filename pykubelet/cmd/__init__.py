@@ -1,0 +1,1 @@
+"""The ``pykubelet`` command: flags, ``--config`` loading and process start-up (``cmd/kubelet/app``)."""

@@ -1,0 +1,64 @@
+"""Which configuration fields pykubelet acts on, so start-up can say which ones it ignores.
+
+pykubelet accepts every v1beta1 field (so real kubelet configs load unchanged) but only
+implements part of the kubelet. Start-up logs the fields a user set that nothing reads,
+once, instead of silently pretending to honour them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from pykubelet.config.defaults import default_configuration
+from pykubelet.config.types import KubeletConfiguration, config_fields
+
+ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
+    "kind",
+    "apiVersion",
+    "address",
+    "port",
+    "readOnlyPort",
+    "healthzBindAddress",
+    "healthzPort",
+    "staticPodPath",
+    "staticPodURL",
+    "staticPodURLHeader",
+    "fileCheckFrequency",
+    "httpCheckFrequency",
+    "syncFrequency",
+    "runtimeRequestTimeout",
+    "serializeImagePulls",
+    "registryPullQPS",
+    "registryBurst",
+    "podLogsDir",
+    "containerRuntimeEndpoint",
+    "imageServiceEndpoint",
+    "maxPods",
+    "featureGates",
+    "clusterDNS",
+    "clusterDomain",
+    "resolvConf",
+    "cgroupDriver",
+    "logging",
+})
+
+
+def _differs_from_default(config: KubeletConfiguration) -> set[str]:
+    defaults = default_configuration()
+    return {spec.json for f, spec in config_fields(KubeletConfiguration)
+            if getattr(config, f.name) != getattr(defaults, f.name)}
+
+
+def fields_not_acted_on(source: Iterable[str] | KubeletConfiguration) -> list[str]:
+    """The set fields (camelCase) that pykubelet does not implement, sorted.
+
+    Pass the top-level keys of the config file, or a configuration, in which case every
+    field whose value differs from the v1beta1 default counts as set.
+    """
+    keys: set[str]
+    if isinstance(source, KubeletConfiguration):
+        keys = _differs_from_default(source)
+    else:
+        keys = set(source)
+    return sorted(key for key in keys if key not in ACTED_ON_FIELDS)

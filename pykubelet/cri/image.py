@@ -1,0 +1,162 @@
+"""The CRI v1 ``ImageService`` client: list, inspect, pull and remove images.
+
+The image manager and image garbage collector reach the runtime's image store
+only through these calls. The rules follow the Go kubelet's remote image
+client: every call has the ``runtimeRequestTimeout`` deadline except
+``PullImage``, which may legitimately take longer than any fixed limit and is
+bounded only by its caller; an image the runtime does not have is ``None``,
+not an error; answers missing required fields are rejected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from cri_api.v1 import api_pb2, api_pb2_grpc
+
+from pykubelet.cri.errors import (
+    CRIError,
+    InvalidResponseError,
+    RuntimeUnavailableError,
+    UnsupportedAPIError,
+)
+from pykubelet.cri.runtime import DEFAULT_REQUEST_TIMEOUT, GrpcConnection, OneLine, check_socket
+from pykubelet.util import klog
+
+
+class ImagePullError(CRIError):
+    """``PullImage`` failed; ``str()`` is the runtime's own message.
+
+    The runtime's text ("failed to pull and unpack image ...") ends up in the
+    pod's ``ErrImagePull`` event and status message, where a gRPC code prefix
+    only adds noise (the Go kubelet strips it for UNKNOWN errors as well).
+    """
+
+    def _text(self) -> str:
+        if self.code == grpc.StatusCode.UNKNOWN:
+            return self.details
+        return super()._text()
+
+
+class RemoteImageService(GrpcConnection):
+    """An asyncio client of the CRI v1 ``ImageService`` on a unix socket."""
+
+    _log_prefix = "[RemoteImageService]"
+    _service_noun = "image service"
+
+    def __init__(self, endpoint: str, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
+        super().__init__(endpoint, request_timeout)
+        self._stub_instance: Any = None
+
+    def _stub(self) -> Any:
+        if self._stub_instance is None or self._channel is None:
+            self._stub_instance = api_pb2_grpc.ImageServiceStub(self._open_channel())
+        return self._stub_instance
+
+    async def connect(self) -> None:
+        """Check the socket, then make one CRI v1 image call (ImageFsInfo) to validate it."""
+        klog.v(3).info("Connecting to image service", endpoint=self.endpoint)
+        check_socket(self.endpoint)
+        try:
+            await self.image_fs_info()
+        except RuntimeUnavailableError:
+            raise
+        except CRIError as err:
+            if err.code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise RuntimeUnavailableError(
+                    self.endpoint,
+                    f"no answer to the CRI ImageFsInfo call within {self.request_timeout:g}s",
+                    method="ImageFsInfo", code=err.code) from err
+            if err.code == grpc.StatusCode.UNIMPLEMENTED:
+                raise UnsupportedAPIError(self.endpoint, err.details,
+                                          method="ImageFsInfo") from err
+            raise
+        klog.v(2).info("Validated CRI v1 image API")
+
+    async def list_images(
+            self, filter: api_pb2.ImageFilter | None = None) -> list[api_pb2.Image]:
+        method = "ListImages"
+        self._log_call(method, filter=OneLine(filter), timeout=self.request_timeout)
+        try:
+            response: api_pb2.ListImagesResponse = await self._invoke(
+                self._stub(), method, api_pb2.ListImagesRequest(filter=filter),
+                self.request_timeout)
+        except CRIError as err:
+            self._log_failure(err, method, filter=OneLine(filter))
+            raise
+        self._log_response(method, images=len(response.images))
+        return list(response.images)
+
+    async def image_status(self, image: str, verbose: bool = False) -> api_pb2.Image | None:
+        """The runtime's record of ``image`` (a name or id), or None when it does not have it."""
+        method = "ImageStatus"
+        self._log_call(method, image=image, timeout=self.request_timeout)
+        request = api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=image),
+                                             verbose=verbose)
+        try:
+            response: api_pb2.ImageStatusResponse = await self._invoke(
+                self._stub(), method, request, self.request_timeout)
+            if response.HasField("image") and (not response.image.id
+                                               or not response.image.size):
+                raise InvalidResponseError(method,
+                                           f"Id or size of image {image!r} is not set")
+        except CRIError as err:
+            self._log_failure(err, method, image=image)
+            raise
+        found = response.image if response.HasField("image") else None
+        self._log_response(method, image=image, present=found is not None)
+        return found
+
+    async def pull_image(self, image: str, auth: api_pb2.AuthConfig | None = None,
+                         sandbox_config: api_pb2.PodSandboxConfig | None = None) -> str:
+        """Pull ``image`` and return the runtime's reference to it (usually ``sha256:...``).
+
+        No deadline: big images take as long as they take; cancel the task to give up.
+        """
+        method = "PullImage"
+        self._log_call(method, image=image)
+        request = api_pb2.PullImageRequest(image=api_pb2.ImageSpec(image=image), auth=auth,
+                                           sandbox_config=sandbox_config)
+        try:
+            response: api_pb2.PullImageResponse = await self._invoke(
+                self._stub(), method, request, None)
+        except RuntimeUnavailableError as err:
+            self._log_failure(err, method, image=image)
+            raise
+        except CRIError as err:
+            self._log_failure(err, method, image=image)
+            raise ImagePullError(method, err.code, err.details) from err
+        if not response.image_ref:
+            invalid = InvalidResponseError(method, f"imageRef of image {image!r} is not set")
+            self._log_failure(invalid, method, image=image)
+            raise invalid
+        self._log_response(method, image=image, imageRef=response.image_ref)
+        return response.image_ref
+
+    async def remove_image(self, image: str) -> None:
+        method = "RemoveImage"
+        self._log_call(method, image=image, timeout=self.request_timeout)
+        try:
+            await self._invoke(self._stub(), method,
+                               api_pb2.RemoveImageRequest(image=api_pb2.ImageSpec(image=image)),
+                               self.request_timeout)
+        except CRIError as err:
+            self._log_failure(err, method, image=image)
+            raise
+        self._log_response(method, image=image)
+
+    async def image_fs_info(self) -> api_pb2.ImageFsInfoResponse:
+        method = "ImageFsInfo"
+        self._log_call(method, timeout=self.request_timeout)
+        try:
+            response: api_pb2.ImageFsInfoResponse = await self._invoke(
+                self._stub(), method, api_pb2.ImageFsInfoRequest(), self.request_timeout)
+        except CRIError as err:
+            self._log_failure(err, method)
+            raise
+        self._log_response(method, filesystems=len(response.image_filesystems))
+        return response
+
+
+__all__ = ["ImagePullError", "RemoteImageService"]

@@ -1,0 +1,231 @@
+"""The sync loop: where every reason to act on a pod comes together.
+
+Upstream's ``syncLoop`` is a ``for`` around ``syncLoopIteration``, a Go
+``select`` over five channels. Here it is the same shape over asyncio:
+
+- config updates (ADD/UPDATE/REMOVE/RECONCILE/DELETE from the pod sources),
+- PLEG events (the runtime changed under a pod),
+- the sync ticker (1 s: pods whose resync or retry time has come),
+- the housekeeping ticker (2 s: clean up what no source wants any more),
+- probe results (liveness/readiness/startup managers).
+
+Each iteration handles exactly one ready case and returns, so the loop can
+check the runtime's health and record that it is alive (``/healthz/syncloop``)
+between events. While the runtime reports errors the loop backs off
+exponentially (100 ms doubling to 5 s) instead of syncing pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kubernetes_asyncio.client import V1Pod
+
+from pykubelet.container import PodLifecycleEvent, PodLifecycleEventType
+from pykubelet.sources.podupdate import PodOperation, PodUpdate
+from pykubelet.util import klog
+
+SYNC_PERIOD = 1.0
+HOUSEKEEPING_PERIOD = 2.0
+HOUSEKEEPING_WARNING = 15.0
+BACKOFF_BASE, BACKOFF_MAX, BACKOFF_FACTOR = 0.1, 5.0, 2.0
+
+
+class SyncHandler(Protocol):
+    """What the loop dispatches to (upstream ``SyncHandler``), implemented by ``Kubelet``."""
+
+    def handle_pod_additions(self, pods: list[V1Pod]) -> None: ...
+    def handle_pod_updates(self, pods: list[V1Pod]) -> None: ...
+    def handle_pod_removes(self, pods: list[V1Pod]) -> None: ...
+    def handle_pod_reconcile(self, pods: list[V1Pod]) -> None: ...
+    def handle_pod_syncs(self, pods: list[V1Pod]) -> None: ...
+    async def handle_pod_cleanups(self) -> None: ...
+
+
+@dataclass
+class ProbeUpdate:
+    """A probe result change; the probes subsystem produces these."""
+
+    probe_type: str  # "liveness" | "readiness" | "startup"
+    pod_uid: str
+    container_id: str
+    success: bool
+
+
+@dataclass
+class LoopInputs:
+    """The channels and state the loop reads, wired by the composition root."""
+
+    config_updates: asyncio.Queue[PodUpdate]
+    pleg_events: asyncio.Queue[PodLifecycleEvent]
+    probe_updates: asyncio.Queue[ProbeUpdate]
+    runtime_errors: Callable[[], list[str]]
+    pod_by_uid: Callable[[str], V1Pod | None]
+    pods_to_sync: Callable[[], list[V1Pod]]
+    sources_ready: Callable[[], bool]
+    mark_source_seen: Callable[[str], None]
+    on_probe_update: Callable[[ProbeUpdate], None]
+    on_container_died: Callable[[str, str], None] = lambda uid, container_id: None
+    heartbeat: Callable[[], None] = lambda: None
+    sync_period: float = SYNC_PERIOD
+    housekeeping_period: float = HOUSEKEEPING_PERIOD
+
+
+class Ticker:
+    """A drift-free periodic tick; missed ticks are dropped, as Go's ``time.Ticker`` does."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self._next = time.monotonic() + period
+
+    async def tick(self) -> None:
+        delay = self._next - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        now = time.monotonic()
+        self._next += self.period
+        if self._next <= now:
+            self._next = now + self.period
+
+
+@dataclass
+class _Select:
+    """Go's ``select`` for asyncio: one pending receive per case, kept across iterations.
+
+    A receive that lost the race is not cancelled (that could drop a queue
+    item); it stays pending and wins a later iteration.
+    """
+
+    cases: dict[str, Callable[[], Awaitable[Any]]]
+    _pending: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
+
+    async def next(self) -> tuple[str, Any]:
+        for name, receive in self.cases.items():
+            if name not in self._pending:
+                self._pending[name] = asyncio.ensure_future(receive())
+        done, _ = await asyncio.wait(self._pending.values(), return_when=asyncio.FIRST_COMPLETED)
+        # Prefer the case order when several are ready, so config changes are
+        # not starved by a busy PLEG; Go picks at random, either is correct.
+        for name, future in list(self._pending.items()):
+            if future in done:
+                del self._pending[name]
+                return name, future.result()
+        raise RuntimeError("select woke with nothing ready")
+
+    def close(self) -> None:
+        for future in self._pending.values():
+            future.cancel()
+        self._pending.clear()
+
+
+def is_sync_pod_worthy(event: PodLifecycleEvent) -> bool:
+    """Removal of a container alone does not change what the pod needs."""
+    return event.type != PodLifecycleEventType.CONTAINER_REMOVED
+
+
+async def sync_loop(inputs: LoopInputs, handler: SyncHandler) -> None:
+    """Run iterations until the config channel is closed or the task is cancelled."""
+    klog.info("Starting kubelet main sync loop")
+    sync_ticker = Ticker(inputs.sync_period)
+    housekeeping_ticker = Ticker(inputs.housekeeping_period)
+    select = _Select({
+        "config": inputs.config_updates.get,
+        "pleg": inputs.pleg_events.get,
+        "sync": sync_ticker.tick,
+        "housekeeping": housekeeping_ticker.tick,
+        "probe": inputs.probe_updates.get,
+    })
+    backoff = BACKOFF_BASE
+    try:
+        while True:
+            errors = inputs.runtime_errors()
+            if errors:
+                klog.error("Skipping pod synchronization", "; ".join(errors))
+                await asyncio.sleep(backoff)
+                backoff = min(BACKOFF_MAX, backoff * BACKOFF_FACTOR)
+                continue
+            backoff = BACKOFF_BASE
+            inputs.heartbeat()
+            if not await sync_loop_iteration(select, inputs, handler):
+                break
+            inputs.heartbeat()
+    finally:
+        select.close()
+
+
+async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: SyncHandler) -> bool:
+    """Handle one ready case; False ends the loop."""
+    case, value = await select.next()
+    if case == "config":
+        update: PodUpdate = value
+        _dispatch_config_update(update, handler)
+        inputs.mark_source_seen(update.source)
+    elif case == "pleg":
+        event: PodLifecycleEvent = value
+        if is_sync_pod_worthy(event):
+            pod = inputs.pod_by_uid(event.pod_uid)
+            if pod is not None:
+                klog.v(2).info("SyncLoop (PLEG): event for pod", pod=_name(pod),
+                               event=event.type.value, data=event.data)
+                handler.handle_pod_syncs([pod])
+            else:
+                klog.v(4).info("SyncLoop (PLEG): pod does not exist, ignore irrelevant event",
+                               podUID=event.pod_uid, event=event.type.value)
+        if event.type == PodLifecycleEventType.CONTAINER_DIED:
+            inputs.on_container_died(event.pod_uid, event.data)
+    elif case == "sync":
+        pods = inputs.pods_to_sync()
+        if pods:
+            klog.v(4).info("SyncLoop (SYNC) pods", total=len(pods),
+                           pods=",".join(_name(p) for p in pods))
+            handler.handle_pod_syncs(pods)
+    elif case == "probe":
+        probe: ProbeUpdate = value
+        inputs.on_probe_update(probe)
+        pod = inputs.pod_by_uid(probe.pod_uid)
+        if pod is not None:
+            handler.handle_pod_syncs([pod])
+    elif case == "housekeeping":
+        if not inputs.sources_ready():
+            klog.v(4).info("SyncLoop (housekeeping, skipped): sources aren't ready yet")
+        else:
+            started = time.monotonic()
+            try:
+                await handler.handle_pod_cleanups()
+            except Exception as err:  # housekeeping must never stop the loop
+                klog.error("Failed cleaning pods", err)
+            took = time.monotonic() - started
+            if took > HOUSEKEEPING_WARNING:
+                klog.error("Housekeeping took longer than expected", seconds=round(took, 3))
+    return True
+
+
+def _dispatch_config_update(update: PodUpdate, handler: SyncHandler) -> None:
+    names = ",".join(_name(p) for p in update.pods)
+    op = update.op
+    if op == PodOperation.ADD:
+        klog.v(2).info("SyncLoop ADD", source=update.source, pods=names)
+        handler.handle_pod_additions(update.pods)
+    elif op == PodOperation.UPDATE:
+        klog.v(2).info("SyncLoop UPDATE", source=update.source, pods=names)
+        handler.handle_pod_updates(update.pods)
+    elif op == PodOperation.REMOVE:
+        klog.v(2).info("SyncLoop REMOVE", source=update.source, pods=names)
+        handler.handle_pod_removes(update.pods)
+    elif op == PodOperation.RECONCILE:
+        klog.v(4).info("SyncLoop RECONCILE", source=update.source, pods=names)
+        handler.handle_pod_reconcile(update.pods)
+    elif op == PodOperation.DELETE:
+        # A graceful deletion is an update that carries a deletion timestamp.
+        klog.v(2).info("SyncLoop DELETE", source=update.source, pods=names)
+        handler.handle_pod_updates(update.pods)
+    else:
+        klog.error("Kubelet does not support this pod update operation", op=str(op))
+
+
+def _name(pod: V1Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"

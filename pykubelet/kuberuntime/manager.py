@@ -1,0 +1,517 @@
+"""The runtime manager: pykubelet's implementation of ``container.Runtime`` over CRI.
+
+Everything above this module (pod workers, PLEG, status) speaks of pods;
+everything below speaks CRI. ``KubeGenericRuntimeManager`` translates, as
+upstream's ``kuberuntime_manager.go`` does: ``sync_pod`` executes the plan of
+``actions.compute_pod_actions`` (kill, create sandbox, start init containers,
+start app containers, with CrashLoopBackOff between restarts), ``kill_pod``
+stops a pod, ``get_pods``/``get_pod_status`` rebuild the pod view from the
+runtime's listings and the labels written at creation, which is what lets a
+restarted kubelet adopt the containers it started before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from cri_api.v1 import api_pb2
+from kubernetes_asyncio.client import V1Container, V1Pod
+
+from pykubelet.container import (
+    Container,
+    ContainerID,
+    ContainerState,
+    Pod,
+    PodStatus,
+    PodSyncResult,
+    RuntimeCondition,
+    RuntimeStatus,
+    SyncResult,
+)
+from pykubelet.cri.errors import is_not_found
+from pykubelet.cri.image import RemoteImageService
+from pykubelet.cri.runtime import KUBE_RUNTIME_API_VERSION, RemoteRuntimeService
+from pykubelet.kuberuntime.actions import (
+    CRASH_LOOP_BACK_OFF,
+    PodActions,
+    ProbeResults,
+    check_restart_backoff,
+    compute_pod_actions,
+    is_host_network_pod,
+    is_restartable_init_container,
+    pod_desc,
+)
+from pykubelet.kuberuntime.container import (
+    CONFIG_POD_SANDBOX,
+    CREATE_POD_SANDBOX,
+    ERR_CONFIG_POD_SANDBOX,
+    ERR_CREATE_POD_SANDBOX,
+    ERR_KILL_CONTAINER,
+    ERR_KILL_POD_SANDBOX,
+    KILL_CONTAINER,
+    KILL_POD_SANDBOX,
+    START_CONTAINER,
+    ContainerStartError,
+    LifecycleHandlerRunner,
+    PodContainers,
+)
+from pykubelet.kuberuntime.container_config import ContainerOptions
+from pykubelet.kuberuntime.images import ImageManager
+from pykubelet.kuberuntime.labels import (
+    POD_UID_LABEL,
+    get_container_info_from_annotations,
+    get_container_info_from_labels,
+)
+from pykubelet.kuberuntime.sandbox import (
+    PodSandboxes,
+    SandboxCreateError,
+    determine_pod_sandbox_ips,
+    nanos_to_seconds,
+    sandbox_to_kube_container,
+)
+from pykubelet.kuberuntime.sandbox_config import SandboxOptions
+from pykubelet.util import klog
+from pykubelet.util.backoff import Backoff
+
+# Upstream kubelet's backOffPeriod and MaxContainerBackOff, for restarts and pulls alike.
+CRASH_LOOP_BACKOFF_INITIAL_SECONDS = 10.0
+CRASH_LOOP_BACKOFF_MAX_SECONDS = 300.0
+
+
+@dataclass
+class RuntimeManagerOptions:
+    """The kubelet settings the runtime manager needs (names follow KubeletConfiguration)."""
+
+    root_dir: str = "/var/lib/kubelet"
+    pod_logs_dir: str = "/var/log/pods"
+    # Where upstream links every container log as <pod>_<ns>_<container>-<id>.log for
+    # log shippers; empty disables the links.
+    container_logs_dir: str = "/var/log/containers"
+    cluster_dns: list[str] = field(default_factory=list)
+    cluster_domain: str = ""
+    resolv_conf: str = "/etc/resolv.conf"
+    node_name: str = ""
+    host_ip: str = ""
+    cgroup_parent: str = ""
+    runtime_handler: str = ""
+    serialize_image_pulls: bool = True
+    registry_pull_qps: float = 5.0
+    registry_burst: int = 10
+    cpu_cfs_quota: bool = True
+    # Finished instances kept per container of a live pod by garbage_collect_dead
+    # (upstream MaxPerPodContainerCount).
+    max_per_pod_container: int = 1
+
+    def sandbox_options(self) -> SandboxOptions:
+        return SandboxOptions(pod_logs_dir=self.pod_logs_dir, cluster_dns=list(self.cluster_dns),
+                              cluster_domain=self.cluster_domain, resolv_conf=self.resolv_conf,
+                              cgroup_parent=self.cgroup_parent,
+                              node_ips=[self.host_ip] if self.host_ip else [],
+                              seccomp_profile_root=os.path.join(self.root_dir, "seccomp"))
+
+    def container_options(self, pod: V1Pod, pod_ips: Sequence[str]) -> ContainerOptions:
+        uid = (pod.metadata.uid if pod.metadata else None) or ""
+        return ContainerOptions(pod_dir=os.path.join(self.root_dir, "pods", uid),
+                                node_name=self.node_name, pod_ips=list(pod_ips),
+                                host_ip=self.host_ip, enforce_cpu_limits=self.cpu_cfs_quota)
+
+
+def running_pod_from_status(status: PodStatus, runtime_type: str) -> Pod:
+    """Upstream ``ConvertPodStatusToRunningPod``: running containers and all sandboxes."""
+    pod = Pod(id=status.id, name=status.name, namespace=status.namespace)
+    for cs in status.container_statuses:
+        if cs.state != ContainerState.RUNNING:
+            continue
+        pod.containers.append(Container(id=cs.id, name=cs.name, image=cs.image,
+                                        image_id=cs.image_id, image_ref=cs.image_ref,
+                                        hash=cs.hash, state=cs.state, created_at=cs.created_at))
+    for sandbox in status.sandbox_statuses:
+        state = (ContainerState.RUNNING if sandbox.state == api_pb2.SANDBOX_READY
+                 else ContainerState.EXITED)
+        pod.sandboxes.append(Container(id=ContainerID(runtime_type, sandbox.id),
+                                       name=sandbox.metadata.name, state=state,
+                                       created_at=nanos_to_seconds(sandbox.created_at)))
+    return pod
+
+
+def _cri_container_state(state: int) -> ContainerState:
+    return {
+        api_pb2.CONTAINER_CREATED: ContainerState.CREATED,
+        api_pb2.CONTAINER_RUNNING: ContainerState.RUNNING,
+        api_pb2.CONTAINER_EXITED: ContainerState.EXITED,
+    }.get(state, ContainerState.UNKNOWN)
+
+
+class KubeGenericRuntimeManager:
+    """``container.Runtime`` on a CRI runtime (containerd)."""
+
+    def __init__(self, runtime_service: RemoteRuntimeService, image_service: RemoteImageService,
+                 options: RuntimeManagerOptions, clock: Callable[[], float] = time.time, *,
+                 image_manager: ImageManager | None = None, backoff: Backoff | None = None,
+                 liveness: ProbeResults | None = None, startup: ProbeResults | None = None,
+                 handler_runner: LifecycleHandlerRunner | None = None) -> None:
+        """``clock`` is wall-clock seconds: back-off compares it with containers' finish times."""
+        self.runtime_service = runtime_service
+        self.image_service = image_service
+        self.options = options
+        self.clock = clock
+        # Filled in from the runtime's Version answer by initialize().
+        self.runtime_type = ""
+        self.container_backoff = backoff or Backoff(
+            CRASH_LOOP_BACKOFF_INITIAL_SECONDS, CRASH_LOOP_BACKOFF_MAX_SECONDS, clock)
+        self.image_manager = image_manager or ImageManager(
+            image_service, serialize_pulls=options.serialize_image_pulls,
+            pull_qps=options.registry_pull_qps, pull_burst=options.registry_burst,
+            backoff=Backoff(CRASH_LOOP_BACKOFF_INITIAL_SECONDS, CRASH_LOOP_BACKOFF_MAX_SECONDS))
+        self.liveness = liveness
+        self.startup = startup
+        self.sandboxes = PodSandboxes(runtime_service, options.sandbox_options(),
+                                      options.runtime_handler)
+        self.containers = PodContainers(
+            runtime_service, self.image_manager, options.container_options,
+            pod_logs_dir=options.pod_logs_dir, container_logs_dir=options.container_logs_dir,
+            runtime_type=lambda: self.runtime_type, handler_runner=handler_runner)
+
+    # --- runtime ----------------------------------------------------------------------------
+
+    async def initialize(self) -> None:
+        """Learn the runtime's name, refusing a runtime that speaks another kubelet API."""
+        response = await self.runtime_service.version()
+        if response.version != KUBE_RUNTIME_API_VERSION:
+            klog.error("This runtime api version is not supported", apiVersion=response.version,
+                       supportedAPIVersion=KUBE_RUNTIME_API_VERSION)
+            raise RuntimeError("runtime api version is not supported")
+        self.runtime_type = response.runtime_name
+        klog.info("Container runtime initialized", containerRuntime=response.runtime_name,
+                  version=response.runtime_version, apiVersion=response.runtime_api_version)
+
+    async def _ensure_initialized(self) -> None:
+        if not self.runtime_type:
+            await self.initialize()
+
+    async def version(self) -> str:
+        response = await self.runtime_service.version()
+        return str(response.runtime_version)
+
+    async def status(self) -> RuntimeStatus:
+        response = await self.runtime_service.status()
+        return RuntimeStatus(conditions=[
+            RuntimeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
+            for c in response.status.conditions])
+
+    # --- listing ------------------------------------------------------------------------------
+
+    async def get_pods(self, all_pods: bool) -> list[Pod]:
+        """Pods grouped from sandboxes and containers; only running ones unless ``all_pods``."""
+        await self._ensure_initialized()
+        pods: dict[str, Pod] = {}
+        for sandbox in await self.sandboxes.list_kubelet_sandboxes(all_pods):
+            uid = sandbox.metadata.uid
+            pod = pods.setdefault(uid, Pod(id=uid, name=sandbox.metadata.name,
+                                           namespace=sandbox.metadata.namespace))
+            pod.sandboxes.append(sandbox_to_kube_container(sandbox, self.runtime_type))
+            pod.created_at = max(pod.created_at, nanos_to_seconds(sandbox.created_at))
+
+        container_filter = None
+        if not all_pods:
+            container_filter = api_pb2.ContainerFilter(
+                state=api_pb2.ContainerStateValue(state=api_pb2.CONTAINER_RUNNING))
+        for listed in await self.runtime_service.list_containers(container_filter):
+            labeled = get_container_info_from_labels(listed.labels)
+            if not labeled.pod_uid:
+                continue  # not created by a kubelet
+            pod = pods.setdefault(labeled.pod_uid, Pod(
+                id=labeled.pod_uid, name=labeled.pod_name, namespace=labeled.pod_namespace))
+            pod.containers.append(Container(
+                id=ContainerID(self.runtime_type, listed.id),
+                name=labeled.container_name, image=listed.image.image,
+                image_id=listed.image_id or listed.image_ref, image_ref=listed.image_ref,
+                hash=get_container_info_from_annotations(listed.annotations).hash,
+                state=_cri_container_state(listed.state),
+                created_at=nanos_to_seconds(listed.created_at)))
+        # Newest first, so that lookups by name find the current incarnation of a pod.
+        return sorted(pods.values(), key=lambda p: p.created_at, reverse=True)
+
+    async def get_pod_status(self, uid: str, name: str, namespace: str) -> PodStatus:
+        await self._ensure_initialized()
+        timestamp = self.clock()
+        sandbox_statuses: list[api_pb2.PodSandboxStatus] = []
+        ips: list[str] = []
+        for index, sandbox_id in enumerate(await self.sandboxes.ids_for_pod(uid)):
+            try:
+                response = await self.runtime_service.pod_sandbox_status(sandbox_id)
+            except Exception as err:
+                if is_not_found(err):
+                    continue  # removed since the listing
+                klog.error("PodSandboxStatus of sandbox for pod", err, podSandboxID=sandbox_id,
+                           pod=f"{namespace}/{name}")
+                raise
+            if not response.HasField("status"):
+                raise RuntimeError("pod sandbox status is nil")
+            sandbox_statuses.append(response.status)
+            # Only the newest sandbox's IPs are the pod's.
+            if index == 0 and response.status.state == api_pb2.SANDBOX_READY:
+                ips = determine_pod_sandbox_ips(namespace, name, response.status)
+        container_statuses = await self.containers.statuses(uid)
+        return PodStatus(id=uid, name=name, namespace=namespace, ips=ips,
+                         container_statuses=container_statuses,
+                         sandbox_statuses=sandbox_statuses, timestamp=timestamp)
+
+    # --- sync -------------------------------------------------------------------------------------
+
+    def compute_pod_actions(self, pod: V1Pod, status: PodStatus) -> PodActions:
+        return compute_pod_actions(pod, status, liveness=self.liveness, startup=self.startup)
+
+    async def sync_pod(self, pod: V1Pod, status: PodStatus,
+                       pull_secrets: Sequence[object] = ()) -> PodSyncResult:
+        """Upstream ``SyncPod``: kill what must go, (re)create the sandbox, start containers."""
+        await self._ensure_initialized()
+        result = PodSyncResult()
+        actions = self.compute_pod_actions(pod, status)
+        klog.v(3).info("computePodActions got for pod", podActions=str(actions),
+                       pod=pod_desc(pod))
+        if actions.create_sandbox:
+            if actions.sandbox_id:
+                klog.info("Pod sandbox changed, it will be killed and re-created",
+                          pod=pod_desc(pod))
+            else:
+                klog.v(4).info("SyncPod received new pod, will create a sandbox for it",
+                               pod=pod_desc(pod))
+
+        if actions.kill_pod:
+            kill_result = await self._kill_pod_with_sync_result(
+                pod, running_pod_from_status(status, self.runtime_type), None)
+            result.merge(kill_result)
+            if kill_result.error() is not None:
+                klog.error("killPodWithSyncResult failed", kill_result.error(), pod=pod_desc(pod))
+                return result
+            if actions.create_sandbox:
+                await self.containers.purge_init_containers(pod, status)
+        else:
+            for container_id, info in actions.containers_to_kill.items():
+                klog.v(3).info("Killing unwanted container for pod", containerName=info.name,
+                               containerID=str(container_id), pod=pod_desc(pod))
+                kill = result.add(SyncResult(KILL_CONTAINER, info.name))
+                try:
+                    await self.containers.kill(pod, container_id, info.name, info.message,
+                                               info.reason)
+                except Exception as err:
+                    kill.fail(err, ERR_KILL_CONTAINER, str(err))
+                    klog.error("killContainer for pod failed", err, containerName=info.name,
+                               containerID=str(container_id), pod=pod_desc(pod))
+                    return result
+
+        await self.containers.prune_init_containers(pod, status)
+
+        pod_ips = list(status.ips)
+        sandbox_id = actions.sandbox_id
+        if actions.create_sandbox:
+            created = result.add(SyncResult(CREATE_POD_SANDBOX, pod_desc(pod)))
+            try:
+                sandbox_id, _ = await self.sandboxes.create(pod, actions.attempt)
+            except SandboxCreateError as err:
+                created.fail(err, ERR_CREATE_POD_SANDBOX, err.message)
+                return result
+            klog.v(4).info("Created PodSandbox for pod", podSandboxID=sandbox_id,
+                           pod=pod_desc(pod))
+            try:
+                response = await self.runtime_service.pod_sandbox_status(sandbox_id)
+            except Exception as err:
+                klog.error("Failed to get pod sandbox status; Skipping pod", err,
+                           pod=pod_desc(pod))
+                result.sync_error = err
+                return result
+            if not is_host_network_pod(pod):
+                meta = pod.metadata
+                pod_ips = determine_pod_sandbox_ips(meta.namespace or "", meta.name or "",
+                                                    response.status)
+                klog.v(4).info("Determined the ip for pod after sandbox changed", IPs=pod_ips,
+                               pod=pod_desc(pod))
+
+        configured = result.add(SyncResult(CONFIG_POD_SANDBOX, sandbox_id))
+        try:
+            sandbox_config = self.sandboxes.config(pod, actions.attempt)
+        except Exception as err:
+            configured.fail(err, ERR_CONFIG_POD_SANDBOX,
+                            f'GeneratePodSandboxConfig for pod "{pod_desc(pod)}" failed: {err}')
+            return result
+
+        async def start(kind: str, container: V1Container) -> bool:
+            started = result.add(SyncResult(START_CONTAINER, container.name))
+            backoff_message = check_restart_backoff(pod, container, status,
+                                                    self.container_backoff)
+            if backoff_message is not None:
+                started.fail(ContainerStartError(CRASH_LOOP_BACK_OFF, backoff_message),
+                             CRASH_LOOP_BACK_OFF, backoff_message)
+                klog.v(4).info("Backing Off restarting container in pod", containerType=kind,
+                               container=container.name, pod=pod_desc(pod))
+                return False
+            klog.v(4).info("Creating container in pod", containerType=kind,
+                           container=container.name, pod=pod_desc(pod))
+            try:
+                await self.containers.start(sandbox_id, sandbox_config, container, pod, status,
+                                            pod_ips, pull_secrets)
+            except ContainerStartError as err:
+                started.fail(err, err.reason, err.message)
+                klog.error("Container start failed in pod", err, containerType=kind,
+                           container=container.name, pod=pod_desc(pod))
+                return False
+            return True
+
+        spec = pod.spec
+        init_containers = list((spec.init_containers if spec else None) or [])
+        for index in actions.init_containers_to_start:
+            container = init_containers[index]
+            if not await start("init container", container):
+                if is_restartable_init_container(container):
+                    klog.v(4).info("Failed to start the restartable init container for the pod, "
+                                   "skipping", initContainerName=container.name,
+                                   pod=pod_desc(pod))
+                    continue
+                klog.v(4).info("Failed to initialize the pod, as the init container failed to "
+                               "start, aborting", initContainerName=container.name,
+                               pod=pod_desc(pod))
+                return result
+            klog.v(4).info("Completed init container for pod", containerName=container.name,
+                           pod=pod_desc(pod))
+
+        # Ephemeral containers (kubectl debug) need the API server; static pods have none.
+        containers = list((spec.containers if spec else None) or [])
+        for index in actions.containers_to_start:
+            await start("container", containers[index])
+        return result
+
+    # --- kill and removal ---------------------------------------------------------------------
+
+    async def kill_pod(self, pod: V1Pod | None, running: Pod,
+                       grace_period_override: int | None = None) -> None:
+        """Stop all containers (in parallel) and then every sandbox of ``running``.
+
+        Raises ``SyncError`` naming what could not be stopped. ``pod`` may be None
+        when the pod is gone since a kubelet restart; grace periods then come
+        from the containers' annotations.
+        """
+        await self._ensure_initialized()
+        error = (await self._kill_pod_with_sync_result(pod, running,
+                                                       grace_period_override)).error()
+        if error is not None:
+            raise error
+
+    async def _kill_pod_with_sync_result(self, pod: V1Pod | None, running: Pod,
+                                         grace_period_override: int | None) -> PodSyncResult:
+        result = PodSyncResult()
+        for container_result in await self.containers.kill_all(pod, running,
+                                                               grace_period_override):
+            result.add(container_result)
+        # The sandboxes are stopped, not removed: garbage collection removes them later.
+        killed = result.add(SyncResult(KILL_POD_SANDBOX, running.id))
+        for sandbox in running.sandboxes:
+            try:
+                await self.runtime_service.stop_pod_sandbox(sandbox.id.id)
+            except Exception as err:
+                if not is_not_found(err):
+                    killed.fail(err, ERR_KILL_POD_SANDBOX, str(err))
+                    klog.error("Failed to stop sandbox", err, podSandboxID=sandbox.id.id)
+        return result
+
+    async def remove_pod(self, uid: str) -> None:
+        """Remove every container, sandbox and log directory of a pod (for pods gone from
+        their source). Running containers are removed forcibly: kill the pod first."""
+        await self._ensure_initialized()
+        containers = await self.runtime_service.list_containers(
+            api_pb2.ContainerFilter(label_selector={POD_UID_LABEL: uid}))
+        await asyncio.gather(*(self.containers.remove(c.id) for c in containers))
+        for sandbox_id in await self.sandboxes.ids_for_pod(uid):
+            await self._remove_sandbox(sandbox_id)
+        await asyncio.to_thread(self._remove_pod_log_dirs, {uid})
+
+    async def delete_container(self, container_id: ContainerID) -> None:
+        await self.containers.remove(container_id.id)
+
+    async def _remove_sandbox(self, sandbox_id: str) -> None:
+        klog.v(4).info("Removing sandbox", sandboxID=sandbox_id)
+        try:
+            # A sandbox that still runs cannot be removed until its network is torn down.
+            await self.runtime_service.stop_pod_sandbox(sandbox_id)
+            await self.runtime_service.remove_pod_sandbox(sandbox_id)
+        except Exception as err:
+            if not is_not_found(err):
+                raise
+
+    def _remove_pod_log_dirs(self, uids: set[str]) -> None:
+        try:
+            entries = os.listdir(self.options.pod_logs_dir)
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            # Directory names are <namespace>_<name>_<uid>; the uid has no underscore.
+            if entry.rpartition("_")[2] in uids:
+                path = os.path.join(self.options.pod_logs_dir, entry)
+                klog.v(4).info("Removing pod logs", path=path)
+                shutil.rmtree(path, ignore_errors=True)
+
+    async def garbage_collect_dead(self, active_pod_uids: set[str]) -> None:
+        """A minimal container GC: finished containers and sandboxes of pods no longer in
+        ``active_pod_uids`` go; live pods keep their newest finished instances."""
+        await self._ensure_initialized()
+        by_name: dict[tuple[str, str], list[api_pb2.Container]] = defaultdict(list)
+        for listed in await self.runtime_service.list_containers(None):
+            labeled = get_container_info_from_labels(listed.labels)
+            if labeled.pod_uid and listed.state != api_pb2.CONTAINER_RUNNING:
+                by_name[(labeled.pod_uid, labeled.container_name)].append(listed)
+        doomed: list[str] = []
+        for (uid, _), instances in by_name.items():
+            instances.sort(key=lambda c: c.created_at, reverse=True)
+            keep = self.options.max_per_pod_container if uid in active_pod_uids else 0
+            doomed.extend(c.id for c in instances[keep:])
+        for container_id in doomed:
+            try:
+                await self.containers.remove(container_id)
+            except Exception as err:
+                klog.error("Failed to remove container", err, containerID=container_id)
+
+        sandboxes_with_containers = {
+            c.pod_sandbox_id for c in await self.runtime_service.list_containers(None)}
+        sandboxes_by_pod: dict[str, list[api_pb2.PodSandbox]] = defaultdict(list)
+        for sandbox in await self.sandboxes.list_kubelet_sandboxes(True):
+            sandboxes_by_pod[sandbox.metadata.uid].append(sandbox)
+        for uid, sandboxes in sandboxes_by_pod.items():
+            sandboxes.sort(key=lambda s: s.created_at, reverse=True)
+            # A live pod keeps its newest sandbox even when it is not ready.
+            candidates = sandboxes[1:] if uid in active_pod_uids else sandboxes
+            for sandbox in candidates:
+                if (sandbox.state == api_pb2.SANDBOX_READY
+                        or sandbox.id in sandboxes_with_containers):
+                    continue
+                try:
+                    await self._remove_sandbox(sandbox.id)
+                except Exception as err:
+                    klog.error("Failed to remove sandbox", err, sandboxID=sandbox.id)
+
+        # Logs go with the last sandbox of a pod that is no longer wanted.
+        with_sandboxes = {s.metadata.uid for s in await self.sandboxes.list_kubelet_sandboxes(True)}
+        orphaned_logs = {uid for uid in self._log_dir_uids()
+                         if uid not in active_pod_uids and uid not in with_sandboxes}
+        await asyncio.to_thread(self._remove_pod_log_dirs, orphaned_logs)
+        self.container_backoff.gc()
+
+    def _log_dir_uids(self) -> set[str]:
+        try:
+            return {entry.rpartition("_")[2] for entry in os.listdir(self.options.pod_logs_dir)}
+        except FileNotFoundError:
+            return set()
+
+
+__all__ = [
+    "CRASH_LOOP_BACKOFF_INITIAL_SECONDS",
+    "CRASH_LOOP_BACKOFF_MAX_SECONDS",
+    "KubeGenericRuntimeManager",
+    "RuntimeManagerOptions",
+    "running_pod_from_status",
+]

@@ -1,0 +1,214 @@
+"""The static pod file source (upstream ``pkg/kubelet/config/file.go`` and ``file_linux.go``).
+
+``staticPodPath`` names a directory of manifests or a single manifest file.
+Operators (and kubeadm) drop control-plane pods there and expect the kubelet to
+react at once, so changes are watched with inotify (``watchfiles``); a full
+re-read every ``fileCheckFrequency`` catches whatever the watch missed (a path
+that appeared later, a symlink whose target changed).
+
+Every change sends one ``SET`` update carrying all currently valid pods of the
+path. A manifest that cannot be used is logged with its file name and reason
+and left out; the other pods keep flowing. Names starting with ``.`` (hidden
+files, editor swap files such as ``.pod.yaml.swp``) are ignored, as are
+subdirectories and anything that is not a regular file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import stat
+
+import watchfiles
+from kubernetes_asyncio.client.models import V1Pod
+
+from pykubelet.sources.podupdate import FILE_SOURCE, PodOperation, PodUpdate
+from pykubelet.sources.static import ManifestError, decode_static_pod
+from pykubelet.util import klog
+
+# The watch is re-established after this delay when the path is missing or the watch failed,
+# doubling per consecutive failure up to the maximum (upstream's retry back-off).
+WATCH_RETRY_PERIOD = 1.0
+WATCH_MAX_RETRY_PERIOD = 20.0
+
+
+def is_ignored_name(path: str) -> bool:
+    """Hidden files and editor droppings (``.x.swp``) are never manifests."""
+    return os.path.basename(path).startswith(".")
+
+
+class StaticPodFileSource:
+    """Watches a manifest directory (or file) and sends its pods as ``SET`` updates."""
+
+    def __init__(self, path: str, node_name: str, updates: asyncio.Queue[PodUpdate],
+                 check_frequency: float = 20.0) -> None:
+        self._path = os.path.abspath(path.rstrip(os.sep) or os.sep)
+        self._node_name = node_name
+        self._updates = updates
+        self._check_frequency = check_frequency
+        self._pods_by_file: dict[str, V1Pod] = {}
+        self._stop = asyncio.Event()
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    async def run(self) -> None:
+        """Read the path now, then follow it until ``stop()``."""
+        klog.info("Watching path", path=self._path)
+        self._stop.clear()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._relist_periodically())
+            group.create_task(self._watch_until_stopped())
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def list_config(self) -> None:
+        """Re-read the whole path and send its pods (an empty ``SET`` if it does not exist)."""
+        try:
+            info = os.stat(self._path)
+        except FileNotFoundError:
+            self._pods_by_file = {}
+            self._send()
+            klog.error("Unable to read config path", "path does not exist, ignoring",
+                       path=self._path)
+            return
+        except OSError as err:
+            klog.error("Unable to read config path", err, path=self._path)
+            return
+        if stat.S_ISDIR(info.st_mode):
+            pods: dict[str, V1Pod] = {}
+            for entry in self._directory_entries():
+                pod = self._read_entry(entry, log_skipped=True)
+                if pod is not None:
+                    pods[entry] = pod
+            self._pods_by_file = pods
+        elif stat.S_ISREG(info.st_mode):
+            pod = self._read_manifest(self._path)
+            self._pods_by_file = {self._path: pod} if pod is not None else {}
+        else:
+            klog.error("Unable to read config path", "path is not a directory or file",
+                       path=self._path)
+            return
+        self._send()
+
+    def _directory_entries(self) -> list[str]:
+        try:
+            names = os.listdir(self._path)
+        except OSError as err:
+            klog.error("Unable to read config path", err, path=self._path)
+            return []
+        return sorted(os.path.join(self._path, n) for n in names if not is_ignored_name(n))
+
+    def _read_entry(self, path: str, *, log_skipped: bool) -> V1Pod | None:
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            klog.error("Can't get metadata for manifest file", err, path=path)
+            return None
+        if stat.S_ISREG(info.st_mode):
+            return self._read_manifest(path)
+        if log_skipped:
+            if stat.S_ISDIR(info.st_mode):
+                klog.error("Not recursing into manifest path", path=path)
+            else:
+                klog.error("Manifest path is not a directory or file", path=path,
+                           mode=stat.filemode(info.st_mode))
+        return None
+
+    def _read_manifest(self, path: str) -> V1Pod | None:
+        klog.v(3).info("Reading manifest file", path=path)
+        try:
+            with open(path, "rb") as manifest:
+                data = manifest.read()
+            return decode_static_pod(data, node_name=self._node_name, source=FILE_SOURCE,
+                                     location=path)
+        except (OSError, ManifestError) as err:
+            klog.error("Can't process manifest file", err, path=path)
+            return None
+        except Exception as err:  # a manifest that trips a decoder bug must not stop the source
+            klog.error("Can't process manifest file", f"unexpected decoding failure: {err!r}",
+                       path=path)
+            return None
+
+    def _send(self) -> None:
+        pods = [self._pods_by_file[path] for path in sorted(self._pods_by_file)]
+        self._updates.put_nowait(PodUpdate(pods=pods, op=PodOperation.SET, source=FILE_SOURCE))
+
+    # --- the two loops ---------------------------------------------------------------------------
+
+    async def _relist_periodically(self) -> None:
+        while not self._stop.is_set():
+            self.list_config()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self._check_frequency)
+
+    async def _sleep_unless_stopped(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+
+    async def _watch_until_stopped(self) -> None:
+        retry = WATCH_RETRY_PERIOD
+        first_watch = True
+        while not self._stop.is_set():
+            if not os.path.exists(self._path):
+                # The periodic re-read reports the missing path; just look again soon.
+                await self._sleep_unless_stopped(WATCH_RETRY_PERIOD)
+                continue
+            watched_dir = os.path.isdir(self._path)
+            root = self._path if watched_dir else os.path.dirname(self._path)
+            try:
+                await self._watch(root, watched_dir, relist=not first_watch)
+                retry = WATCH_RETRY_PERIOD
+            except Exception as err:  # the watch is best effort; the re-read still runs
+                klog.error("Unable to watch config path", err, path=self._path)
+                await self._sleep_unless_stopped(retry)
+                retry = min(retry * 2, WATCH_MAX_RETRY_PERIOD)
+            first_watch = False
+
+    async def _watch(self, root: str, watched_dir: bool, *, relist: bool) -> None:
+        """Follow inotify events under ``root`` until stopped or the watched path goes away."""
+        # A single file is watched through its directory so that editors which replace the
+        # file (write a new one, rename it over) do not silently end the watch.
+        changes_iter = watchfiles.awatch(root, watch_filter=None, recursive=False,
+                                         stop_event=self._stop, debounce=1600, step=50)
+        if relist:
+            # Whatever happened while there was no watch is picked up now, not at the next tick.
+            self.list_config()
+        async for changes in changes_iter:
+            changed = {path for _, path in changes}
+            if root in changed and not os.path.isdir(root):
+                self._forget_all()
+                return
+            if watched_dir:
+                relevant = {p for p in changed
+                            if os.path.dirname(p) == root and not is_ignored_name(p)}
+            else:
+                relevant = {p for p in changed if p == self._path}
+            if relevant:
+                self._apply_changes(relevant)
+            if watched_dir != os.path.isdir(self._path):
+                return
+
+    def _apply_changes(self, paths: set[str]) -> None:
+        for path in sorted(paths):
+            pod = self._read_entry(path, log_skipped=False)
+            if pod is None:
+                self._pods_by_file.pop(path, None)
+            else:
+                self._pods_by_file[path] = pod
+        self._send()
+
+    def _forget_all(self) -> None:
+        if self._pods_by_file:
+            self._pods_by_file = {}
+            self._send()
+
+
+__all__ = ["StaticPodFileSource", "is_ignored_name"]

@@ -1,0 +1,216 @@
+"""Static pod identity and manifest decoding (upstream ``pkg/kubelet/config/common.go``).
+
+A static pod has no API server to give it a UID, so the kubelet derives one:
+a digest of the manifest's content, the node name and where it was read from.
+The same manifest therefore keeps its UID across kubelet restarts (so running
+containers are adopted, not restarted), and any edit yields a new UID (so the
+old pod is torn down and the new one started). The pod's name is suffixed with
+the node name so that the mirror pods of several nodes do not collide in the
+API server.
+
+Both the file source and the URL source decode bytes here: YAML or JSON, one
+``Pod`` (or for URLs a ``PodList``), then the static identity, the API server's
+defaults and validation. Any failure raises ``ManifestError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+import yaml
+from kubernetes_asyncio.client.models import (
+    V1ObjectMeta,
+    V1Pod,
+    V1PodSpec,
+    V1PodStatus,
+    V1Toleration,
+)
+
+from pykubelet.api import pod_from_dict, to_dict
+from pykubelet.api.defaults import apply_pod_defaults
+from pykubelet.api.validation import validate_pod, validate_pod_json
+from pykubelet.sources.podupdate import (
+    CONFIG_FIRST_SEEN_ANNOTATION_KEY,
+    CONFIG_HASH_ANNOTATION_KEY,
+    CONFIG_SOURCE_ANNOTATION_KEY,
+    FILE_SOURCE,
+    NAMESPACE_DEFAULT,
+)
+from pykubelet.util import klog
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot become a runnable pod; the message says why."""
+
+
+class _JSONCompatibleLoader(yaml.SafeLoader):
+    """YAML loading that keeps timestamps as strings, as a YAML-to-JSON conversion would."""
+
+
+_JSONCompatibleLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_document(data: bytes | str) -> Any:
+    """Parse one YAML or JSON document; more than one document in the data is an error."""
+    try:
+        documents = [d for d in yaml.load_all(data, Loader=_JSONCompatibleLoader)
+                     if d is not None]
+    except yaml.YAMLError as err:
+        # PyYAML's messages span lines (with a caret diagram); a log line wants one.
+        raise ManifestError(f"invalid YAML or JSON: {' '.join(str(err).split())}") from err
+    if not documents:
+        raise ManifestError("empty manifest")
+    if len(documents) > 1:
+        raise ManifestError(f"expected one object, found {len(documents)} YAML documents")
+    return documents[0]
+
+
+def rfc3339_nano(epoch_ns: int) -> str:
+    """A UTC timestamp in Go's RFC3339Nano layout: nanoseconds, trailing zeros trimmed."""
+    seconds, nanos = divmod(epoch_ns, 1_000_000_000)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    fraction = f"{nanos:09d}".rstrip("0")
+    return f"{stamp}.{fraction}Z" if fraction else f"{stamp}Z"
+
+
+def generate_pod_name(name: str, node_name: str) -> str:
+    return f"{name}-{node_name.lower()}"
+
+
+def static_pod_uid(pod: V1Pod, node_name: str, source: str, location: str) -> str:
+    """A digest of the pod as read plus where it came from: stable until the content changes.
+
+    As upstream, the node name is mixed in for files only; a URL's pods are the same
+    pods whichever node fetches them.
+    """
+    canonical = json.dumps(to_dict(pod), sort_keys=True, separators=(",", ":"))
+    hasher = hashlib.md5(usedforsecurity=False)
+    hasher.update(canonical.encode())
+    if source == FILE_SOURCE:
+        hasher.update(f"host:{node_name}".encode())
+        hasher.update(f"file:{location}".encode())
+    else:
+        hasher.update(f"url:{location}".encode())
+    return hasher.hexdigest()
+
+
+_TOLERATE_ALL_NO_EXECUTE = V1Toleration(operator="Exists", effect="NoExecute")
+
+
+def _add_toleration(pod: V1Pod, wanted: V1Toleration) -> None:
+    assert pod.spec is not None
+    tolerations = list(pod.spec.tolerations or [])
+    for existing in tolerations:
+        if (existing.key, existing.operator, existing.value, existing.effect) == (
+                wanted.key, wanted.operator, wanted.value, wanted.effect):
+            return
+    tolerations.append(V1Toleration(operator=wanted.operator, effect=wanted.effect))
+    pod.spec.tolerations = tolerations
+
+
+def apply_static_identity(pod: V1Pod, *, node_name: str, source: str, location: str,
+                          read_at_ns: int | None = None) -> V1Pod:
+    """Give a decoded manifest the identity of a static pod on ``node_name``, in place.
+
+    ``source`` is ``file`` or ``http``; ``location`` is the file path or the URL.
+    """
+    if pod.metadata is None:
+        pod.metadata = V1ObjectMeta()
+    if pod.spec is None:
+        pod.spec = V1PodSpec(containers=[])
+    meta = pod.metadata
+    if not meta.uid:
+        meta.uid = static_pod_uid(pod, node_name, source, location)
+        klog.v(5).info("Generated UID", pod=meta.name, podUID=meta.uid, source=location)
+    meta.name = generate_pod_name(meta.name or "", node_name)
+    if not meta.namespace:
+        meta.namespace = NAMESPACE_DEFAULT
+    pod.spec.node_name = node_name
+    annotations = dict(meta.annotations or {})
+    annotations[CONFIG_HASH_ANNOTATION_KEY] = meta.uid
+    annotations[CONFIG_SOURCE_ANNOTATION_KEY] = source
+    seen_ns = read_at_ns if read_at_ns is not None else time.time_ns()
+    annotations[CONFIG_FIRST_SEEN_ANNOTATION_KEY] = rfc3339_nano(seen_ns)
+    meta.annotations = annotations
+    if source == FILE_SOURCE:
+        # Node problems must not evict the pods that may be what keeps the node running.
+        _add_toleration(pod, _TOLERATE_ALL_NO_EXECUTE)
+    if pod.status is None:
+        pod.status = V1PodStatus()
+    pod.status.phase = "Pending"
+    return pod
+
+
+def _decode_pod_object(obj: Any, *, node_name: str, source: str, location: str) -> V1Pod:
+    errors = validate_pod_json(obj)
+    if errors:
+        raise ManifestError("invalid pod: " + "; ".join(errors))
+    try:
+        pod = pod_from_dict(obj)
+    except (ValueError, TypeError) as err:
+        raise ManifestError(f"invalid pod: {err}") from err
+    apply_static_identity(pod, node_name=node_name, source=source, location=location)
+    apply_pod_defaults(pod)
+    errors = validate_pod(pod)
+    if errors:
+        raise ManifestError("invalid pod: " + "; ".join(errors))
+    return pod
+
+
+def _kind_of(obj: Any) -> tuple[str, str]:
+    if not isinstance(obj, dict):
+        raise ManifestError(f"expected a Pod object, found {type(obj).__name__}")
+    return str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+
+
+def decode_static_pod(data: bytes | str, *, node_name: str, source: str,
+                      location: str) -> V1Pod:
+    """Decode one ``v1`` ``Pod`` manifest into a validated static pod."""
+    obj = load_document(data)
+    api_version, kind = _kind_of(obj)
+    if kind != "Pod" or api_version != "v1":
+        raise ManifestError(f"couldn't parse as pod: expected apiVersion \"v1\" and kind "
+                            f"\"Pod\", found apiVersion {api_version!r} and kind {kind!r}")
+    return _decode_pod_object(obj, node_name=node_name, source=source, location=location)
+
+
+def decode_static_pods(data: bytes | str, *, node_name: str, source: str,
+                       location: str) -> list[V1Pod]:
+    """Decode a ``Pod`` or a ``PodList``; one bad item rejects the whole list, as upstream."""
+    obj = load_document(data)
+    api_version, kind = _kind_of(obj)
+    if api_version != "v1" or kind not in ("Pod", "PodList"):
+        raise ManifestError(f"couldn't parse as a single pod or a pod list: expected "
+                            f"apiVersion \"v1\" and kind \"Pod\" or \"PodList\", found "
+                            f"apiVersion {api_version!r} and kind {kind!r}")
+    if kind == "Pod":
+        return [_decode_pod_object(obj, node_name=node_name, source=source, location=location)]
+    items = obj.get("items") or []
+    if not isinstance(items, list):
+        raise ManifestError("invalid pod list: items: expected a list")
+    pods = []
+    for index, item in enumerate(items):
+        try:
+            pods.append(_decode_pod_object(item, node_name=node_name, source=source,
+                                           location=location))
+        except ManifestError as err:
+            raise ManifestError(f"items[{index}]: {err}") from err
+    return pods
+
+
+__all__ = [
+    "ManifestError",
+    "apply_static_identity",
+    "decode_static_pod",
+    "decode_static_pods",
+    "generate_pod_name",
+    "load_document",
+    "rfc3339_nano",
+    "static_pod_uid",
+]

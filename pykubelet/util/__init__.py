@@ -1,0 +1,1 @@
+"""Small process-wide helpers: klog-style logging, the lock file, backoff."""

@@ -1,0 +1,36 @@
+"""Shared pytest fixtures: the real containerd testbed.
+
+Integration tests marked ``@pytest.mark.containerd`` take the ``testbed``
+fixture. It is session-scoped because starting containerd and importing the
+images costs seconds, and every test cleans up the pods it creates. If the
+testbed cannot start, the fixture raises, so those tests error out with the
+reason instead of being skipped silently: a missing runtime is a broken
+environment, not an optional feature.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+
+from tests.testbed import Testbed, TestbedError
+
+
+@pytest.fixture(scope="session")
+def testbed() -> Iterator[Testbed]:
+    bed = Testbed.fresh()
+    try:
+        bed.build_images()
+        bed.start()
+    except BaseException:
+        # A half-started daemon must not outlive the session; the start
+        # failure is the reason worth reporting, not a secondary stop error.
+        with contextlib.suppress(TestbedError):
+            bed.stop()
+        raise
+    try:
+        yield bed
+    finally:
+        bed.stop()

@@ -1,0 +1,204 @@
+"""A real ``pykubelet`` process for end-to-end tests, and what a user sees of it.
+
+The tests drive pykubelet the way an operator does: write static pod files,
+start the command with a KubeletConfiguration, read ``/pods`` on the
+read-only port and the runtime's own view through CRI. Nothing is faked:
+the process talks to the testbed's containerd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pykubelet.cri.runtime import RemoteRuntimeService
+
+NODE_NAME = "e2e-node"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class KubeletProcess:
+    """One pykubelet with its own root, log dir, manifests dir and ports."""
+
+    def __init__(self, base: Path, endpoint: str, extra_config: dict[str, Any] | None = None,
+                 extra_args: list[str] | None = None) -> None:
+        self.base = base
+        self.endpoint = endpoint
+        self.manifests = base / "manifests"
+        self.root = base / "root"
+        self.logs_dir = base / "pod-logs"
+        self.log_file = base / "kubelet.log"
+        self.read_only_port = free_port()
+        self.healthz_port = free_port()
+        self.manifests.mkdir(parents=True, exist_ok=True)
+        config: dict[str, Any] = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": "127.0.0.1",
+            "readOnlyPort": self.read_only_port,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": self.healthz_port,
+            "staticPodPath": str(self.manifests),
+            "fileCheckFrequency": "20s",
+            "podLogsDir": str(self.logs_dir),
+            "containerRuntimeEndpoint": endpoint,
+            "syncFrequency": "10s",
+        }
+        config.update(extra_config or {})
+        self.config_path = base / "kubelet.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.extra_args = extra_args or []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    # -- process ------------------------------------------------------------
+
+    def start(self) -> None:
+        log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pykubelet", "--config", str(self.config_path),
+             "--root-dir", str(self.root), "--hostname-override", NODE_NAME,
+             "--node-ip", "127.0.0.1", "--v=4", *self.extra_args],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.wait_for(lambda: self.healthz() == "ok", 30, "kubelet healthz")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(5)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def log_text(self) -> str:
+        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+    # -- manifests ------------------------------------------------------------
+
+    def write_pod(self, manifest: dict[str, Any], filename: str | None = None) -> Path:
+        path = self.manifests / (filename or f"{manifest['metadata']['name']}.yaml")
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(yaml.safe_dump(manifest))
+        os.replace(tmp, path)
+        return path
+
+    # -- what a user sees -----------------------------------------------------
+
+    def healthz(self) -> str | None:
+        try:
+            with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.healthz_port}/healthz", timeout=2) as response:
+                return str(response.read().decode())
+        except OSError:
+            return None
+
+    def pods(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.read_only_port}/pods", timeout=5) as response:
+            body = json.loads(response.read())
+        items: list[dict[str, Any]] = body.get("items") or []
+        return items
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        full = f"{name}-{NODE_NAME}"
+        return next((p for p in self.pods() if p["metadata"]["name"] == full), None)
+
+    def status(self, name: str) -> dict[str, Any]:
+        pod = self.pod(name)
+        return (pod or {}).get("status") or {}
+
+    def container_status(self, name: str, container: str, init: bool = False) -> dict[str, Any]:
+        key = "initContainerStatuses" if init else "containerStatuses"
+        for status in self.status(name).get(key) or []:
+            if status["name"] == container:
+                return dict(status)
+        return {}
+
+    def wait_for(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        last_error: BaseException | None = None
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"pykubelet exited ({self.process.returncode}) while "
+                                     f"waiting for {what}:\n{self.log_text()[-4000:]}")
+            try:
+                value = condition()
+                if value:
+                    return value
+            except (OSError, KeyError, TypeError, ValueError) as err:
+                last_error = err
+            time.sleep(0.25)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what} "
+                             f"(last error: {last_error})\nkubelet log tail:\n"
+                             f"{self.log_text()[-4000:]}")
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 60) -> dict[str, Any]:
+        return dict(self.wait_for(
+            lambda: (s := self.status(name)).get("phase") == phase and s, timeout,
+            f"pod {name} phase {phase}"))
+
+
+def busybox_pod(name: str, containers: list[dict[str, Any]], image: str,
+                **spec: Any) -> dict[str, Any]:
+    def with_image(container: dict[str, Any]) -> dict[str, Any]:
+        return {"image": image, **container}
+
+    body: dict[str, Any] = {"containers": [with_image(c) for c in containers]}
+    if "initContainers" in spec:
+        spec["initContainers"] = [with_image(c) for c in spec["initContainers"]]
+    body.update(spec)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": body}
+
+
+def runtime_view(endpoint: str) -> dict[str, Any]:
+    """The runtime's own view: sandboxes and containers by pod UID label."""
+
+    async def collect() -> dict[str, Any]:
+        service = RemoteRuntimeService(endpoint, 30)
+        await service.connect()
+        try:
+            sandboxes = await service.list_pod_sandboxes()
+            containers = await service.list_containers()
+        finally:
+            await service.close()
+        return {"sandboxes": sandboxes, "containers": containers}
+
+    return asyncio.run(collect())
+
+
+def remove_everything(endpoint: str) -> None:
+    """Stop and remove every sandbox in the testbed, so tests do not leak pods."""
+
+    async def clean() -> None:
+        service = RemoteRuntimeService(endpoint, 60)
+        await service.connect()
+        try:
+            for sandbox in await service.list_pod_sandboxes():
+                await service.stop_pod_sandbox(sandbox.id)
+                await service.remove_pod_sandbox(sandbox.id)
+        finally:
+            await service.close()
+
+    asyncio.run(clean())

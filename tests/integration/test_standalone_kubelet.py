@@ -1,0 +1,289 @@
+"""pykubelet in standalone mode: static pod files to running containers on real containerd.
+
+Each test starts the real ``pykubelet`` command against the testbed's
+containerd, writes manifests, and checks what a user sees: the pod statuses
+served on the read-only ``/pods`` endpoint and the runtime's own containers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import signal
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.kubelet_process import (
+    KubeletProcess,
+    busybox_pod,
+    remove_everything,
+    runtime_view,
+)
+from tests.testbed import POD_SUBNET, Testbed
+
+pytestmark = pytest.mark.containerd
+
+
+@pytest.fixture
+def kubelet(testbed: Testbed, tmp_path: Path) -> Iterator[KubeletProcess]:
+    process = KubeletProcess(tmp_path, testbed.endpoint)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        remove_everything(testbed.endpoint)
+
+
+def sleeper(name: str, script: str = "sleep 3600") -> dict[str, Any]:
+    return {"name": name, "command": ["sh", "-c", script]}
+
+
+def started_at(status: dict[str, Any]) -> datetime:
+    running = status["state"].get("running") or status["state"].get("terminated")
+    return datetime.fromisoformat(running["startedAt"].replace("Z", "+00:00"))
+
+
+def test_two_container_pod_runs_with_upstream_statuses(kubelet: KubeletProcess,
+                                                       testbed: Testbed) -> None:
+    kubelet.write_pod(busybox_pod("two", [sleeper("a"), sleeper("b")], testbed.busybox_image))
+    status = kubelet.wait_for(
+        lambda: (s := kubelet.status("two")).get("phase") == "Running"
+        and all(c.get("ready") for c in s.get("containerStatuses") or [])
+        and len(s["containerStatuses"]) == 2 and s,
+        60, "two containers running and ready")
+    assert ipaddress.ip_address(status["podIP"]) in POD_SUBNET
+    assert status["hostIP"] == "127.0.0.1"
+    assert status["qosClass"] == "BestEffort"
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions == {"PodReadyToStartContainers": "True", "Initialized": "True",
+                          "ContainersReady": "True", "Ready": "True", "PodScheduled": "True"}
+    for container in status["containerStatuses"]:
+        assert container["containerID"].startswith("containerd://")
+        assert container["restartCount"] == 0
+        assert container["image"] == testbed.busybox_image
+        assert "running" in container["state"]
+    pod = kubelet.pod("two")
+    assert pod is not None
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["kubernetes.io/config.source"] == "file"
+    assert annotations["kubernetes.io/config.hash"] == pod["metadata"]["uid"]
+    # The log files land in the upstream layout.
+    log_dir = kubelet.logs_dir / f"default_two-e2e-node_{pod['metadata']['uid']}"
+    assert (log_dir / "a" / "0.log").exists()
+
+
+def test_init_containers_run_in_order_then_the_app(kubelet: KubeletProcess,
+                                                   testbed: Testbed) -> None:
+    pod = busybox_pod(
+        "inits", [sleeper("app")], testbed.busybox_image,
+        initContainers=[{"name": "first", "command": ["sh", "-c", "echo first"]},
+                        {"name": "second", "command": ["sh", "-c", "sleep 1; echo second"]}])
+    kubelet.write_pod(pod)
+    kubelet.wait_phase("inits", "Running")
+    first = kubelet.container_status("inits", "first", init=True)
+    second = kubelet.container_status("inits", "second", init=True)
+    assert first["state"]["terminated"]["reason"] == "Completed"
+    assert second["state"]["terminated"]["reason"] == "Completed"
+    first_end = first["state"]["terminated"]["finishedAt"]
+    second_start = second["state"]["terminated"]["startedAt"]
+    assert first_end <= second_start
+    app = kubelet.wait_for(lambda: kubelet.container_status("inits", "app").get("started"),
+                           30, "app started")
+    assert app
+
+
+def test_failing_init_container_fails_a_never_pod(kubelet: KubeletProcess,
+                                                  testbed: Testbed) -> None:
+    pod = busybox_pod("badinit", [sleeper("app")], testbed.busybox_image, restartPolicy="Never",
+                      initContainers=[{"name": "init", "command": ["sh", "-c", "exit 3"]}])
+    kubelet.write_pod(pod)
+    status = kubelet.wait_phase("badinit", "Failed")
+    init = kubelet.container_status("badinit", "init", init=True)
+    assert init["state"]["terminated"]["exitCode"] == 3
+    app = kubelet.container_status("badinit", "app")
+    assert "running" not in app.get("state", {})
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions["Initialized"] == "False"
+
+
+@pytest.mark.parametrize(("policy", "exit_code", "phase", "restarts"), [
+    ("Never", 0, "Succeeded", False),
+    ("Never", 1, "Failed", False),
+    ("OnFailure", 0, "Succeeded", False),
+    ("OnFailure", 1, "Running", True),
+    ("Always", 0, "Running", True),
+    ("Always", 1, "Running", True),
+])
+def test_restart_policy_gives_upstream_phase_and_restarts(
+        kubelet: KubeletProcess, testbed: Testbed, policy: str, exit_code: int, phase: str,
+        restarts: bool) -> None:
+    name = f"rp-{policy.lower()}-{exit_code}"
+    kubelet.write_pod(busybox_pod(name, [{"name": "c", "command": ["sh", "-c",
+                                                               f"sleep 1; exit {exit_code}"]}],
+                                  testbed.busybox_image, restartPolicy=policy))
+    if restarts:
+        container = kubelet.wait_for(
+            lambda: (c := kubelet.container_status(name, "c")).get("restartCount", 0) >= 1 and c,
+            60, f"{name} restarted")
+        assert kubelet.status(name)["phase"] == phase
+        assert container["lastState"]["terminated"]["exitCode"] == exit_code
+    else:
+        kubelet.wait_phase(name, phase)
+        time.sleep(3)  # long enough for a wrong restart to show
+        container = kubelet.container_status(name, "c")
+        assert container["restartCount"] == 0
+        assert container["state"]["terminated"]["exitCode"] == exit_code
+        assert container["state"]["terminated"]["reason"] == ("Completed" if exit_code == 0
+                                                               else "Error")
+        assert kubelet.status(name)["phase"] == phase
+
+
+def test_crash_loop_back_off_with_growing_delays(kubelet: KubeletProcess,
+                                                 testbed: Testbed) -> None:
+    kubelet.write_pod(busybox_pod("crashy", [{"name": "c", "command": ["sh", "-c", "exit 1"]}],
+                                  testbed.busybox_image))
+    waiting = kubelet.wait_for(
+        lambda: kubelet.container_status("crashy", "c").get("state", {}).get("waiting", {})
+        .get("reason") == "CrashLoopBackOff" and kubelet.container_status("crashy", "c"),
+        60, "CrashLoopBackOff")
+    assert "back-off" in waiting["state"]["waiting"]["message"]
+    # Record when each restart happens: the gaps must grow (10 s, then 20 s).
+    seen: dict[int, float] = {}
+
+    def restarts_seen() -> bool:
+        count = kubelet.container_status("crashy", "c").get("restartCount", 0)
+        seen.setdefault(count, time.monotonic())
+        return count >= 3
+
+    kubelet.wait_for(restarts_seen, 90, "three restarts")
+    counts = sorted(seen)
+    gaps = [seen[b] - seen[a] for a, b in itertools.pairwise(counts) if b == a + 1]
+    assert gaps, seen
+    assert max(gaps) >= 15, f"back-off did not grow: {gaps}"
+
+
+def test_editing_a_manifest_replaces_the_pod(kubelet: KubeletProcess, testbed: Testbed) -> None:
+    manifest = busybox_pod("edit", [sleeper("keep"), sleeper("change")], testbed.busybox_image)
+    kubelet.write_pod(manifest)
+    kubelet.wait_phase("edit", "Running")
+    old_uid = kubelet.pod("edit")["metadata"]["uid"]  # type: ignore[index]
+    manifest["spec"]["containers"][1]["command"] = ["sh", "-c", "sleep 7200"]
+    kubelet.write_pod(manifest)
+    new = kubelet.wait_for(
+        lambda: (p := kubelet.pod("edit")) and p["metadata"]["uid"] != old_uid
+        and (p.get("status") or {}).get("phase") == "Running" and p, 60, "edited pod running")
+    commands = {c["name"]: c["command"] for c in new["spec"]["containers"]}
+    assert commands["change"] == ["sh", "-c", "sleep 7200"]
+    # Upstream static pod identity: the edit changed the UID, so the old pod's
+    # containers are stopped and no longer run.
+    kubelet.wait_for(lambda: not any(
+        c.state == 1 and c.labels.get("io.kubernetes.pod.uid") == old_uid
+        for c in runtime_view(kubelet.endpoint)["containers"]), 60, "old containers stopped")
+
+
+def test_removing_the_file_stops_and_removes_everything(kubelet: KubeletProcess,
+                                                        testbed: Testbed) -> None:
+    path = kubelet.write_pod(busybox_pod("gone", [sleeper("c")], testbed.busybox_image,
+                                         terminationGracePeriodSeconds=2))
+    kubelet.wait_phase("gone", "Running")
+    uid = kubelet.pod("gone")["metadata"]["uid"]  # type: ignore[index]
+    assert (kubelet.root / "pods" / uid).is_dir()
+    path.unlink()
+
+    def all_gone() -> bool:
+        view = runtime_view(kubelet.endpoint)
+        mine = [s for s in view["sandboxes"] if s.metadata.uid == uid]
+        pod_dir = kubelet.root / "pods" / uid
+        return not mine and kubelet.pod("gone") is None and not pod_dir.exists()
+
+    kubelet.wait_for(all_gone, 60, "pod, sandbox and directory removed")
+
+
+def test_bad_manifest_beside_good_ones(kubelet: KubeletProcess, testbed: Testbed) -> None:
+    (kubelet.manifests / "broken.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: [\n")
+    kubelet.write_pod(busybox_pod("noimage", [{"name": "c"}], ""), "noimage.yaml")
+    kubelet.write_pod(busybox_pod("fine", [sleeper("c")], testbed.busybox_image))
+    kubelet.wait_phase("fine", "Running")
+    names = {p["metadata"]["name"] for p in kubelet.pods()}
+    assert names == {"fine-e2e-node"}
+    log = kubelet.log_text()
+    assert "broken.yaml" in log
+    assert "noimage.yaml" in log
+
+
+def test_sidecar_keeps_running_while_app_starts(kubelet: KubeletProcess,
+                                                testbed: Testbed) -> None:
+    pod = busybox_pod("sidecar", [sleeper("app")], testbed.busybox_image,
+                      initContainers=[{"name": "proxy", "restartPolicy": "Always",
+                                       "command": ["sh", "-c", "sleep 3600"]}])
+    kubelet.write_pod(pod)
+    kubelet.wait_for(lambda: kubelet.container_status("sidecar", "app").get("started"), 60,
+                     "app started")
+    proxy = kubelet.container_status("sidecar", "proxy", init=True)
+    assert "running" in proxy["state"]
+    assert kubelet.status("sidecar")["phase"] == "Running"
+
+
+def test_restart_adopts_running_pods(testbed: Testbed, tmp_path: Path) -> None:
+    first = KubeletProcess(tmp_path, testbed.endpoint)
+    first.start()
+    try:
+        first.write_pod(busybox_pod("adopt", [sleeper("c")], testbed.busybox_image))
+        before = first.wait_for(
+            lambda: (c := first.container_status("adopt", "c")).get("ready") and c, 60, "ready")
+        first.stop(signal.SIGKILL)
+        second = KubeletProcess(tmp_path, testbed.endpoint)
+        second.read_only_port, second.healthz_port = first.read_only_port, first.healthz_port
+        second.config_path = first.config_path
+        second.start()
+        try:
+            after = second.wait_for(
+                lambda: (c := second.container_status("adopt", "c")).get("ready") and c, 60,
+                "adopted")
+            time.sleep(3)
+            after = second.container_status("adopt", "c")
+            assert after["containerID"] == before["containerID"]
+            assert after["restartCount"] == before["restartCount"] == 0
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+        remove_everything(testbed.endpoint)
+
+
+def test_survives_containerd_outage(kubelet: KubeletProcess, testbed: Testbed) -> None:
+    kubelet.write_pod(busybox_pod("outage", [sleeper("c")], testbed.busybox_image))
+    before = kubelet.wait_for(
+        lambda: (c := kubelet.container_status("outage", "c")).get("ready") and c, 60, "ready")
+    testbed.stop_daemon()
+    try:
+        time.sleep(8)
+        assert kubelet.process is not None and kubelet.process.poll() is None
+    finally:
+        testbed.start_daemon()
+    kubelet.write_pod(busybox_pod("after", [sleeper("c")], testbed.busybox_image))
+    kubelet.wait_phase("after", "Running", timeout=90)
+    assert kubelet.container_status("outage", "c")["containerID"] == before["containerID"]
+
+
+def test_sigterm_stops_the_kubelet_but_not_the_pods(testbed: Testbed, tmp_path: Path) -> None:
+    process = KubeletProcess(tmp_path, testbed.endpoint)
+    process.start()
+    try:
+        process.write_pod(busybox_pod("stay", [sleeper("c")], testbed.busybox_image))
+        status = process.wait_for(
+            lambda: (c := process.container_status("stay", "c")).get("ready") and c, 60, "ready")
+        assert process.stop(signal.SIGTERM) == 0
+        container_id = status["containerID"].split("://", 1)[1]
+        running = [c for c in runtime_view(testbed.endpoint)["containers"]
+                   if c.id == container_id and c.state == 1]
+        assert running, "the pod's container should still run after the kubelet stops"
+    finally:
+        process.stop()
+        remove_everything(testbed.endpoint)

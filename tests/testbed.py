@@ -1,0 +1,152 @@
+"""Python handle on the real containerd testbed (scripts/testbed/containerd.sh).
+
+Integration tests, benchmarks and the README run script all need the same
+thing: a private containerd 1.6 with the CRI plugin, CNI networking and the
+two test images already imported. The shell scripts do the work so that a
+human can run them by hand; this module only drives them and turns their
+failures into exceptions that carry the daemon's own log, because "containerd
+did not start" is useless without the reason containerd gave.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+PAUSE_IMAGE = "pykubelet.local/pause:3.9"
+BUSYBOX_IMAGE = "pykubelet.local/busybox:1.35"
+# The pod network every testbed shares (see containerd.sh).
+POD_SUBNET = ipaddress.ip_network("10.88.0.0/16")
+CNI_BRIDGE = "pykcni0"
+CNI_LEASE_DIR = Path("/var/lib/cni/networks/pykubelet")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS_DIR = REPO_ROOT / "scripts" / "testbed"
+# CI may point this at a cached directory.
+DEFAULT_IMAGES_DIR = Path(os.environ.get("PYKUBELET_IMAGES_DIR", "/tmp/pykubelet-images"))
+# Generous: a cold start also compiles the pause binary and packs both images.
+SCRIPT_TIMEOUT_SECONDS = 180.0
+LOG_TAIL_LINES = 30
+
+
+class TestbedError(RuntimeError):
+    """A testbed script failed; the message includes its output and the daemon log."""
+
+    __test__ = False
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _as_text(output: bytes | str | None) -> str:
+    # TimeoutExpired carries raw bytes even when the call asked for text.
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
+
+
+class Testbed:
+    """One private containerd rooted at ``dir``; see scripts/testbed/containerd.sh."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    def __init__(self, dir: str | Path, images_dir: str | Path = DEFAULT_IMAGES_DIR) -> None:
+        self.dir = Path(dir)
+        self.images_dir = Path(images_dir)
+        self.pause_image = PAUSE_IMAGE
+        self.busybox_image = BUSYBOX_IMAGE
+
+    @classmethod
+    def fresh(cls, images_dir: str | Path = DEFAULT_IMAGES_DIR) -> Testbed:
+        """A testbed in a new short directory under /tmp (socket paths are length-limited)."""
+        return cls(Path("/tmp") / f"pkt-{secrets.token_hex(4)}", images_dir)
+
+    @property
+    def socket_path(self) -> Path:
+        return self.dir / "containerd.sock"
+
+    @property
+    def endpoint(self) -> str:
+        """The CRI endpoint URL, as passed to ``--container-runtime-endpoint``."""
+        return f"unix://{self.socket_path}"
+
+    @property
+    def containerd_log(self) -> Path:
+        return self.dir / "containerd.log"
+
+    @property
+    def script_log(self) -> Path:
+        """Output of every script call; lives next to ``dir`` so it survives ``stop``."""
+        return self.dir.with_name(self.dir.name + ".testbed.log")
+
+    def build_images(self) -> None:
+        """Build (or reuse) the pause and busybox archives in ``images_dir``."""
+        self._run(SCRIPTS_DIR / "build-images.sh", str(self.images_dir))
+
+    def start(self) -> None:
+        """Start containerd, import the test images and write ``dir/env``."""
+        self._containerd("start")
+
+    def stop(self) -> None:
+        """Remove all pods and containers, stop containerd and delete ``dir``."""
+        self._containerd("stop")
+        self.script_log.unlink(missing_ok=True)
+
+    def stop_daemon(self) -> None:
+        """Stop only the daemon; shims and containers keep running (a runtime outage)."""
+        self._containerd("stop-daemon")
+
+    def start_daemon(self) -> None:
+        """Restart the daemon on the existing root; it re-attaches to running shims."""
+        self._containerd("start")
+
+    def is_running(self) -> bool:
+        result = subprocess.run([str(SCRIPTS_DIR / "containerd.sh"), "status", str(self.dir)],
+                                capture_output=True, check=False)
+        return result.returncode == 0
+
+    def __enter__(self) -> Testbed:
+        self.build_images()
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _containerd(self, command: str) -> None:
+        self._run(SCRIPTS_DIR / "containerd.sh", command, str(self.dir))
+
+    def _run(self, script: Path, *args: str) -> None:
+        env = dict(os.environ, PYKUBELET_IMAGES_DIR=str(self.images_dir))
+        argv = [str(script), *args]
+        try:
+            result = subprocess.run(argv, env=env, capture_output=True, text=True,
+                                    timeout=SCRIPT_TIMEOUT_SECONDS, check=False)
+        except subprocess.TimeoutExpired as err:
+            output = _as_text(err.stdout) + _as_text(err.stderr)
+            raise TestbedError(self._failure(
+                argv, f"timed out after {err.timeout:.0f}s", output)) from err
+        with self.script_log.open("a") as log:
+            log.write(f"$ {' '.join(argv)}\n{result.stdout}{result.stderr}")
+        if result.returncode != 0:
+            raise TestbedError(self._failure(argv, f"exit status {result.returncode}",
+                                             result.stdout + result.stderr))
+
+    def _failure(self, argv: list[str], what: str, output: str) -> str:
+        message = f"{' '.join(argv)} failed ({what})"
+        if output.strip():
+            message += "\n--- script output (tail) ---\n" + "\n".join(
+                output.splitlines()[-LOG_TAIL_LINES:])
+        daemon_log = _tail(self.containerd_log, LOG_TAIL_LINES)
+        # containerd.sh already prints the log tail when it gives up.
+        if daemon_log and str(self.containerd_log) not in output:
+            message += f"\n--- {self.containerd_log} (tail) ---\n{daemon_log}"
+        return message

@@ -1,0 +1,161 @@
+"""Static pod identity and manifest decoding: what an operator's manifest turns into."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from pykubelet.api import to_dict
+from pykubelet.sources.podupdate import (
+    CONFIG_FIRST_SEEN_ANNOTATION_KEY,
+    CONFIG_HASH_ANNOTATION_KEY,
+    CONFIG_SOURCE_ANNOTATION_KEY,
+)
+from pykubelet.sources.static import (
+    ManifestError,
+    decode_static_pod,
+    decode_static_pods,
+    rfc3339_nano,
+)
+
+MANIFEST = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  containers:
+  - name: nginx
+    image: nginx:1.25
+    ports:
+    - containerPort: 80
+"""
+
+
+def decode(data: str, node: str = "node-a", path: str = "/etc/kubernetes/manifests/web.yaml"):
+    return decode_static_pod(data, node_name=node, source="file", location=path)
+
+
+def test_same_manifest_gets_the_same_uid_on_every_read() -> None:
+    first, second = decode(MANIFEST), decode(MANIFEST)
+    assert first.metadata.uid == second.metadata.uid
+    assert re.fullmatch(r"[0-9a-f]{32}", first.metadata.uid)
+
+
+def test_layout_and_comments_do_not_change_the_uid() -> None:
+    as_json = json.dumps({"apiVersion": "v1", "kind": "Pod",
+                          "metadata": {"labels": {"app": "web"}, "name": "web"},
+                          "spec": {"containers": [{"image": "nginx:1.25", "name": "nginx",
+                                                   "ports": [{"containerPort": 80}]}]}})
+    commented = "# the web server\n" + MANIFEST
+    assert decode(as_json).metadata.uid == decode(MANIFEST).metadata.uid
+    assert decode(commented).metadata.uid == decode(MANIFEST).metadata.uid
+
+
+def test_an_edit_changes_the_uid() -> None:
+    edited = MANIFEST.replace("nginx:1.25", "nginx:1.26")
+    assert decode(edited).metadata.uid != decode(MANIFEST).metadata.uid
+
+
+def test_uid_depends_on_node_and_file_path() -> None:
+    base = decode(MANIFEST).metadata.uid
+    assert decode(MANIFEST, node="node-b").metadata.uid != base
+    assert decode(MANIFEST, path="/etc/kubernetes/manifests/other.yaml").metadata.uid != base
+
+
+def test_name_is_suffixed_with_the_lower_cased_node_name() -> None:
+    pod = decode(MANIFEST, node="Worker-1")
+    assert pod.metadata.name == "web-worker-1"
+    assert pod.spec.node_name == "Worker-1"
+
+
+def test_namespace_defaults_but_an_explicit_one_is_kept() -> None:
+    assert decode(MANIFEST).metadata.namespace == "default"
+    in_kube_system = MANIFEST.replace("  name: web\n", "  name: web\n  namespace: kube-system\n")
+    assert decode(in_kube_system).metadata.namespace == "kube-system"
+
+
+def test_static_annotations_and_toleration() -> None:
+    pod = decode(MANIFEST)
+    annotations = pod.metadata.annotations
+    assert annotations[CONFIG_HASH_ANNOTATION_KEY] == pod.metadata.uid
+    assert annotations[CONFIG_SOURCE_ANNOTATION_KEY] == "file"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z",
+                        annotations[CONFIG_FIRST_SEEN_ANNOTATION_KEY])
+    tolerations = [to_dict(t) for t in pod.spec.tolerations]
+    assert tolerations == [{"operator": "Exists", "effect": "NoExecute"}]
+    assert pod.status.phase == "Pending"
+
+
+def test_existing_toleration_is_not_duplicated() -> None:
+    with_toleration = MANIFEST + "  tolerations:\n  - operator: Exists\n    effect: NoExecute\n"
+    assert len(decode(with_toleration).spec.tolerations) == 1
+
+
+def test_an_explicit_uid_is_kept() -> None:
+    pinned = MANIFEST.replace("  name: web\n", "  name: web\n  uid: pinned-uid\n")
+    pod = decode(pinned)
+    assert pod.metadata.uid == "pinned-uid"
+    assert pod.metadata.annotations[CONFIG_HASH_ANNOTATION_KEY] == "pinned-uid"
+
+
+def test_api_server_defaults_are_applied() -> None:
+    pod = decode(MANIFEST)
+    assert pod.spec.restart_policy == "Always"
+    assert pod.spec.containers[0].ports[0].protocol == "TCP"
+
+
+def test_url_pods_do_not_depend_on_the_node_and_are_not_given_the_toleration() -> None:
+    def from_url(node: str):
+        return decode_static_pods(MANIFEST, node_name=node, source="http",
+                                  location="http://config/pods")[0]
+
+    assert from_url("a").metadata.uid == from_url("b").metadata.uid
+    assert from_url("a").metadata.annotations[CONFIG_SOURCE_ANNOTATION_KEY] == "http"
+    assert from_url("a").spec.tolerations is None
+
+
+def test_pod_list_is_decoded_item_by_item() -> None:
+    pod = json.loads(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"},
+                                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    other = json.loads(json.dumps(pod))
+    other["metadata"]["name"] = "b"
+    listing = json.dumps({"apiVersion": "v1", "kind": "PodList", "items": [pod, other]})
+    pods = decode_static_pods(listing, node_name="n", source="http", location="http://x")
+    assert [p.metadata.name for p in pods] == ["a-n", "b-n"]
+    assert pods[0].metadata.uid != pods[1].metadata.uid
+
+
+def test_one_bad_item_rejects_the_whole_list() -> None:
+    listing = {"apiVersion": "v1", "kind": "PodList", "items": [
+        {"metadata": {"name": "a"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+        {"metadata": {"name": "b"}, "spec": {"containers": [{"name": "c"}]}},
+    ]}
+    with pytest.raises(ManifestError, match=r"items\[1\].*spec.containers\[0\].image"):
+        decode_static_pods(json.dumps(listing), node_name="n", source="http", location="u")
+
+
+@pytest.mark.parametrize(("manifest", "reason"), [
+    ("{{", "invalid YAML or JSON"),
+    ("", "empty manifest"),
+    ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "couldn't parse as pod"),
+    ("- a\n- b\n", "expected a Pod object"),
+    (MANIFEST + "---\n" + MANIFEST, "found 2 YAML documents"),
+    (MANIFEST.replace("name: nginx", "image: dup"), r"spec.containers\[0\].name: Required"),
+    (MANIFEST.replace("containerPort: 80", "containerPort: http"),
+     r"containerPort: Invalid value: \"http\": expected an integer"),
+    (MANIFEST.replace("name: web", "name: Web_Server"), "metadata.name: Invalid value"),
+])
+def test_unusable_manifests_are_rejected_with_the_reason(manifest: str, reason: str) -> None:
+    with pytest.raises(ManifestError, match=reason):
+        decode(manifest)
+
+
+def test_rfc3339_nano_trims_trailing_zeros() -> None:
+    assert rfc3339_nano(1_700_000_000_120_000_000) == "2023-11-14T22:13:20.12Z"
+    assert rfc3339_nano(1_700_000_000_000_000_000) == "2023-11-14T22:13:20Z"
+    assert rfc3339_nano(1_700_000_000_000_000_001) == "2023-11-14T22:13:20.000000001Z"
