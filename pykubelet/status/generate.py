@@ -250,7 +250,7 @@ def get_phase(pod: V1Pod, container_statuses: Sequence[V1ContainerStatus],
         return FAILED
     # Restarting sidecars must not send an initialised pod back to Pending.
     initialized = has_any_regular_container_started(pod, container_statuses)
-    if (pending_sidecars > 0 and not initialized) or waiting > 0:
+    if pending_regular_init > 0 or (pending_sidecars > 0 and not initialized) or waiting > 0:
         return PENDING
     if running > 0 and unknown == 0:
         return RUNNING

@@ -346,3 +346,28 @@ def test_get_phase_keeps_pending_while_regular_init_container_runs() -> None:
     # A terminal pod whose containers all succeeded is Succeeded even under Always.
     done = generate(make_pod(), runtime(instance("app", ContainerState.EXITED)))
     assert get_phase(make_pod(), done.container_statuses, [], pod_is_terminal=True) == "Succeeded"
+
+
+def test_init_containers_rerunning_after_sandbox_restart_make_the_pod_pending() -> None:
+    pod = make_pod(["app"], init=["setup"])
+    # The app ran in the previous sandbox; the new sandbox starts with init again.
+    status = generate(pod, runtime(instance("setup", ContainerState.RUNNING, created=300.0),
+                                   instance("app", ContainerState.EXITED, created=100.0)))
+    assert container(status, "app").state.terminated is not None
+    assert status.phase == "Pending"
+
+
+def test_unstarted_sidecar_holds_pending_only_before_the_app_ever_ran() -> None:
+    pod = make_pod(["app"], init=[{"name": "proxy", "restartPolicy": "Always",
+                                   "startupProbe": {"tcpSocket": {"port": 15000}}}])
+    proxy = instance("proxy", ContainerState.RUNNING, created=100.0)
+
+    starting = generate(pod, runtime(proxy), startup=lambda cid: False)
+    assert container(starting, "proxy", init=True).started is False
+    assert starting.phase == "Pending"
+
+    # Later the sidecar restarts and is not started yet, but the app already runs.
+    app = instance("app", ContainerState.RUNNING, created=200.0)
+    restarted = generate(pod, runtime(proxy, app), startup=lambda cid: False)
+    assert restarted.phase == "Running"
+    assert condition(restarted, "Initialized").status == "True"
