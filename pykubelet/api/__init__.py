@@ -9,6 +9,7 @@ camelCase JSON dictionaries that files, HTTP bodies and the API server use.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, TypeVar
 
 from kubernetes_asyncio.client import ApiClient
@@ -28,9 +29,34 @@ def from_dict(data: Any, model: type[T]) -> T:
     return result
 
 
+def format_time(value: datetime.datetime) -> str:
+    """RFC 3339 in UTC with a ``Z``, second precision, as the API server writes ``metav1.Time``."""
+    if value.tzinfo is not None:
+        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def to_dict(obj: Any) -> Any:
-    """Serialise a model to its camelCase JSON form, leaving out unset fields."""
-    return _codec.sanitize_for_serialization(obj)
+    """Serialise a model to its camelCase JSON form, leaving out unset fields.
+
+    The generated serialiser writes times as ``+00:00`` offsets; Kubernetes
+    clients expect the API server's ``Z`` form, so times are written here.
+    """
+    if obj is None or isinstance(obj, str | int | float | bool):
+        return obj
+    if isinstance(obj, datetime.datetime):
+        return format_time(obj)
+    if isinstance(obj, datetime.date):
+        return obj.isoformat()
+    if isinstance(obj, list | tuple):
+        return [to_dict(item) for item in obj]
+    if isinstance(obj, dict):
+        return {key: to_dict(value) for key, value in obj.items()}
+    attribute_map = getattr(obj, "attribute_map", None)
+    if attribute_map is None:
+        return _codec.sanitize_for_serialization(obj)
+    return {attribute_map[name]: to_dict(value) for name in obj.openapi_types
+            if (value := getattr(obj, name)) is not None}
 
 
 def pod_from_dict(data: dict[str, Any]) -> V1Pod:

@@ -1,1 +1,1 @@
-"""The ``pykubelet`` command: flags, ``--config`` loading and process start-up (``cmd/kubelet/app``)."""
+"""The ``pykubelet`` command: flags, ``--config`` loading and start-up (``cmd/kubelet/app``)."""

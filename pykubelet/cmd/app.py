@@ -12,7 +12,6 @@ as upstream does: the next kubelet adopts them.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 from collections.abc import Sequence
@@ -20,7 +19,6 @@ from collections.abc import Sequence
 from pykubelet.cmd.options import (
     ConfigurationError,
     KubeletServer,
-    configz_body,
     parse_command_line,
 )
 from pykubelet.config import fields_not_acted_on
@@ -38,10 +36,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pykubelet: {len(err.errors)} configuration error(s); nothing was started",
               file=sys.stderr)
         return 1
-
-    if server.flags.print_config:
-        print(json.dumps(configz_body(server.config), indent=2, sort_keys=True))
-        return 0
 
     klog.setup(server.flags.v)
     try:

@@ -35,6 +35,13 @@ from pykubelet.config.units import Duration, EvictionThreshold, Quantity, parse_
 from pykubelet.config.validation import validate_configuration
 
 
+def eviction_thresholds(config: KubeletConfiguration) -> list[EvictionThreshold]:
+    """The configured hard and soft eviction thresholds, parsed (the config must be valid)."""
+    return parse_eviction_thresholds(config.eviction_hard, config.eviction_soft,
+                                     config.eviction_soft_grace_period,
+                                     config.eviction_minimum_reclaim)
+
+
 def load_config_file(path: str | Path) -> tuple[KubeletConfiguration, set[str]]:
     """Read, strictly decode and default a KubeletConfiguration file.
 
@@ -76,6 +83,7 @@ __all__ = [
     "decode_text",
     "default_configuration",
     "dump_yaml",
+    "eviction_thresholds",
     "fields_not_acted_on",
     "load_config_file",
     "parse_eviction_thresholds",

@@ -194,7 +194,7 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 self.duplicate_keys.append(
                     f'duplicate field "{key}" (line {key_node.start_mark.line + 1})')
@@ -211,7 +211,7 @@ def parse_document(text: str) -> Any:
     except yaml.YAMLError as err:
         raise DecodeError([f"error converting YAML to JSON: {err}"]) from None
     finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+        loader.dispose()
     if loader.duplicate_keys:
         raise DecodeError([f"strict decoding error: {msg}" for msg in loader.duplicate_keys])
     return document

@@ -173,7 +173,8 @@ def parse_feature_gates_flag(text: str) -> dict[str, bool]:
         try:
             gates[name.strip()] = parse_bool(value.strip())
         except ValueError as err:
-            raise FeatureGateError(f"invalid value of {name.strip()}={value.strip()}, err: {err}") from None
+            raise FeatureGateError(
+                f"invalid value of {name.strip()}={value.strip()}, err: {err}") from None
     return gates
 
 
@@ -238,7 +239,8 @@ class FeatureGates:
             spec = KNOWN_FEATURES[name]
             if spec.stage is Stage.GA:
                 continue
-            lines.append(f"{name}=true|false ({spec.stage.value} - default={str(spec.default).lower()})")
+            default = str(spec.default).lower()
+            lines.append(f"{name}=true|false ({spec.stage.value} - default={default})")
         return lines
 
     def __repr__(self) -> str:

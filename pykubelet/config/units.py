@@ -299,7 +299,8 @@ def parse_grace_period(signal: str, text: str) -> Duration:
     _check_signal(signal)
     grace = Duration.parse(text)
     if grace.nanoseconds < 0:
-        raise UnitError(f"invalid eviction grace period specified: {text}, must be a positive value")
+        raise UnitError(
+            f"invalid eviction grace period specified: {text}, must be a positive value")
     return grace
 
 
@@ -325,7 +326,8 @@ def parse_eviction_thresholds(
         if value is None:
             continue
         if signal not in soft_grace:
-            raise UnitError(f"grace period must be specified for the soft eviction threshold {signal}")
+            raise UnitError(
+                f"grace period must be specified for the soft eviction threshold {signal}")
         grace = parse_grace_period(signal, soft_grace[signal])
         thresholds.append(EvictionThreshold(signal, value, grace, reclaims.get(signal), hard=False))
     return thresholds

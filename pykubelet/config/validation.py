@@ -1,4 +1,5 @@
-"""Validation of a defaulted ``KubeletConfiguration``, after upstream ``ValidateKubeletConfiguration``.
+"""Validation of a defaulted ``KubeletConfiguration``, after upstream's
+``ValidateKubeletConfiguration``.
 
 Every check runs and every failure is reported at once, each naming the field (and the
 flag that sets it, when there is one) and the offending value, so a broken config is

@@ -58,7 +58,7 @@ def host_ip_for(server: KubeletServer) -> str:
 
 
 def _seconds(value: Any) -> float:
-    return float(getattr(value, "seconds", value))
+    return float(value.total_seconds()) if hasattr(value, "total_seconds") else float(value)
 
 
 async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:

@@ -156,7 +156,7 @@ class Kubelet:
 
     def pods_to_sync(self) -> list[V1Pod]:
         pods = []
-        for uid in self._workers().get_work():
+        for uid in self._workers().work_queue.get_work():
             pod = self.pod_manager.get_pod_by_uid(uid)
             if pod is not None:
                 pods.append(pod)
@@ -164,6 +164,7 @@ class Kubelet:
 
     def on_probe_update(self, update: ProbeUpdate) -> None:
         if update.probe_type == "readiness":
+            self.readiness[update.container_id] = update.success
             self.status_manager.set_container_readiness(update.pod_uid, update.container_id,
                                                         update.success)
 
@@ -174,7 +175,7 @@ class Kubelet:
         return generate_api_pod_status(
             pod, status, self.reason_cache, host_ip=self.options.host_ip,
             pod_is_terminal=terminal, previous=previous,
-            readiness=lambda container_id: self.readiness.get(container_id, True))
+            readiness=lambda container_id: self.readiness.get(container_id, False))
 
     async def sync_pod(self, update_type: SyncPodType, pod: V1Pod, mirror_pod: V1Pod | None,
                        pod_status: PodStatus) -> bool:
@@ -224,12 +225,17 @@ class Kubelet:
         """Upstream ``HandlePodCleanups``: make the node match the sources' wishes."""
         workers = self._workers()
         desired = {pod_uid(p): p for p in self.pod_manager.get_pods()}
-        workers.sync_known_pods(desired)
+        worker_states = workers.sync_known_pods(desired)
         self.status_manager.remove_orphaned_statuses(set(desired))
+        # A desired pod without a worker was forgotten after a finished
+        # termination and wanted again (same UID): give it a fresh start.
+        for uid, pod in desired.items():
+            if uid not in worker_states:
+                self.dispatch_work(pod, SyncPodType.CREATE)
 
         running = await self.runtime.get_pods(all_pods=False)
         for runtime_pod in running:
-            if runtime_pod.id in desired or workers.is_pod_known(runtime_pod.id):
+            if runtime_pod.id in desired or runtime_pod.id in worker_states:
                 continue
             workers.update_pod(UpdatePodOptions(
                 update_type=SyncPodType.KILL, pod=None, running_pod=runtime_pod,

@@ -39,6 +39,7 @@ from pykubelet.container import (
 )
 from pykubelet.cri import logfile
 from pykubelet.cri.errors import is_not_found
+from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
 from pykubelet.kuberuntime.actions import (
     CRASH_LOOP_BACK_OFF,
@@ -50,6 +51,7 @@ from pykubelet.kuberuntime.container_config import (
     ContainerOptions,
     CreateContainerConfigError,
     generate_container_config,
+    image_user,
 )
 from pykubelet.kuberuntime.images import ImageManager, ImagePullError
 from pykubelet.kuberuntime.labels import (
@@ -192,12 +194,14 @@ def termination_message(status: api_pb2.ContainerStatus, message_path: str,
     return "", fallback_to_logs
 
 
-def _container_state(state: int) -> ContainerState:
-    return {
-        api_pb2.CONTAINER_CREATED: ContainerState.CREATED,
-        api_pb2.CONTAINER_RUNNING: ContainerState.RUNNING,
-        api_pb2.CONTAINER_EXITED: ContainerState.EXITED,
-    }.get(state, ContainerState.UNKNOWN)
+def cri_container_state(state: int) -> ContainerState:
+    if state == api_pb2.CONTAINER_CREATED:
+        return ContainerState.CREATED
+    if state == api_pb2.CONTAINER_RUNNING:
+        return ContainerState.RUNNING
+    if state == api_pb2.CONTAINER_EXITED:
+        return ContainerState.EXITED
+    return ContainerState.UNKNOWN
 
 
 def to_kube_container_status(status: api_pb2.ContainerStatus,
@@ -208,7 +212,7 @@ def to_kube_container_status(status: api_pb2.ContainerStatus,
     result = ContainerStatus(
         id=ContainerID(runtime_type, status.id),
         name=labeled.container_name,
-        state=_container_state(status.state),
+        state=cri_container_state(status.state),
         created_at=nanos_to_seconds(status.created_at),
         image=status.image.image,
         image_id=status.image_id or status.image_ref,
@@ -277,11 +281,13 @@ ContainerOptionsFactory = Callable[[V1Pod, Sequence[str]], ContainerOptions]
 class PodContainers:
     """Container operations of the runtime manager."""
 
-    def __init__(self, runtime_service: RemoteRuntimeService, image_manager: ImageManager,
-                 options_for: ContainerOptionsFactory, *, pod_logs_dir: str,
+    def __init__(self, runtime_service: RemoteRuntimeService, image_service: RemoteImageService,
+                 image_manager: ImageManager, options_for: ContainerOptionsFactory, *,
+                 pod_logs_dir: str,
                  container_logs_dir: str, runtime_type: Callable[[], str],
                  handler_runner: LifecycleHandlerRunner | None = None) -> None:
         self.runtime_service = runtime_service
+        self.image_service = image_service
         self.image_manager = image_manager
         self.options_for = options_for
         self.pod_logs_dir = pod_logs_dir
@@ -315,17 +321,15 @@ class PodContainers:
                                    meta.uid or ""), container.name))
 
         try:
+            # runAsNonRoot is checked against the user the image declares.
+            uid, username = image_user(await self.image_service.image_status(image_ref))
             config = generate_container_config(container, pod, restart_count, image_ref,
-                                               self.options_for(pod, pod_ips))
-            os.makedirs(os.path.join(sandbox_config.log_directory, container.name),
-                        mode=0o755, exist_ok=True)
+                                               self.options_for(pod, pod_ips), image_uid=uid,
+                                               image_username=username)
         except CreateContainerConfigError as err:
             raise ContainerStartError(ERR_CREATE_CONTAINER_CONFIG, err.message) from err
-        except OSError as err:
-            raise ContainerStartError(
-                ERR_CREATE_CONTAINER_CONFIG,
-                f"create container log directory for container {container.name} failed: {err}",
-            ) from err
+        except Exception as err:
+            raise ContainerStartError(ERR_CREATE_CONTAINER_CONFIG, str(err)) from err
 
         try:
             container_id = await self.runtime_service.create_container(
@@ -579,6 +583,7 @@ __all__ = [
     "LifecycleHandlerRunner",
     "PodContainers",
     "TerminationOrdering",
+    "cri_container_state",
     "find_container_spec",
     "legacy_log_symlink",
     "restart_count_from_log_dir",

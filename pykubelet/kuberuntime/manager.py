@@ -13,6 +13,7 @@ restarted kubelet adopt the containers it started before.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import time
@@ -60,6 +61,7 @@ from pykubelet.kuberuntime.container import (
     ContainerStartError,
     LifecycleHandlerRunner,
     PodContainers,
+    cri_container_state,
 )
 from pykubelet.kuberuntime.container_config import ContainerOptions
 from pykubelet.kuberuntime.images import ImageManager
@@ -115,11 +117,15 @@ class RuntimeManagerOptions:
                               node_ips=[self.host_ip] if self.host_ip else [],
                               seccomp_profile_root=os.path.join(self.root_dir, "seccomp"))
 
-    def container_options(self, pod: V1Pod, pod_ips: Sequence[str]) -> ContainerOptions:
-        uid = (pod.metadata.uid if pod.metadata else None) or ""
-        return ContainerOptions(pod_dir=os.path.join(self.root_dir, "pods", uid),
-                                node_name=self.node_name, pod_ips=list(pod_ips),
-                                host_ip=self.host_ip, enforce_cpu_limits=self.cpu_cfs_quota)
+    def container_options(self) -> ContainerOptions:
+        """The node-wide part of every container's options; pod_dir and pod_ips vary."""
+        return ContainerOptions(pod_dir="", node_name=self.node_name, host_ip=self.host_ip,
+                                pod_logs_dir=self.pod_logs_dir, cluster_domain=self.cluster_domain,
+                                enforce_cpu_limits=self.cpu_cfs_quota,
+                                seccomp_profile_root=os.path.join(self.root_dir, "seccomp"))
+
+    def pod_dir(self, uid: str) -> str:
+        return os.path.join(self.root_dir, "pods", uid)
 
 
 def running_pod_from_status(status: PodStatus, runtime_type: str) -> Pod:
@@ -140,14 +146,6 @@ def running_pod_from_status(status: PodStatus, runtime_type: str) -> Pod:
     return pod
 
 
-def _cri_container_state(state: int) -> ContainerState:
-    return {
-        api_pb2.CONTAINER_CREATED: ContainerState.CREATED,
-        api_pb2.CONTAINER_RUNNING: ContainerState.RUNNING,
-        api_pb2.CONTAINER_EXITED: ContainerState.EXITED,
-    }.get(state, ContainerState.UNKNOWN)
-
-
 class KubeGenericRuntimeManager:
     """``container.Runtime`` on a CRI runtime (containerd)."""
 
@@ -155,8 +153,13 @@ class KubeGenericRuntimeManager:
                  options: RuntimeManagerOptions, clock: Callable[[], float] = time.time, *,
                  image_manager: ImageManager | None = None, backoff: Backoff | None = None,
                  liveness: ProbeResults | None = None, startup: ProbeResults | None = None,
-                 handler_runner: LifecycleHandlerRunner | None = None) -> None:
-        """``clock`` is wall-clock seconds: back-off compares it with containers' finish times."""
+                 handler_runner: LifecycleHandlerRunner | None = None,
+                 container_options: ContainerOptions | None = None) -> None:
+        """``clock`` is wall-clock seconds: back-off compares it with containers' finish times.
+
+        ``container_options`` is the node-wide base of every container config; the
+        kubelet sets its ``volume_mounter``/``env_source``/``service_env`` seams there.
+        """
         self.runtime_service = runtime_service
         self.image_service = image_service
         self.options = options
@@ -167,16 +170,21 @@ class KubeGenericRuntimeManager:
             CRASH_LOOP_BACKOFF_INITIAL_SECONDS, CRASH_LOOP_BACKOFF_MAX_SECONDS, clock)
         self.image_manager = image_manager or ImageManager(
             image_service, serialize_pulls=options.serialize_image_pulls,
-            pull_qps=options.registry_pull_qps, pull_burst=options.registry_burst,
-            backoff=Backoff(CRASH_LOOP_BACKOFF_INITIAL_SECONDS, CRASH_LOOP_BACKOFF_MAX_SECONDS))
+            pull_qps=options.registry_pull_qps, pull_burst=options.registry_burst)
         self.liveness = liveness
         self.startup = startup
         self.sandboxes = PodSandboxes(runtime_service, options.sandbox_options(),
                                       options.runtime_handler)
+        self.container_options = container_options or options.container_options()
         self.containers = PodContainers(
-            runtime_service, self.image_manager, options.container_options,
+            runtime_service, image_service, self.image_manager, self._container_options_for,
             pod_logs_dir=options.pod_logs_dir, container_logs_dir=options.container_logs_dir,
             runtime_type=lambda: self.runtime_type, handler_runner=handler_runner)
+
+    def _container_options_for(self, pod: V1Pod, pod_ips: Sequence[str]) -> ContainerOptions:
+        uid = (pod.metadata.uid if pod.metadata else None) or ""
+        return dataclasses.replace(self.container_options, pod_dir=self.options.pod_dir(uid),
+                                   pod_ips=list(pod_ips))
 
     # --- runtime ----------------------------------------------------------------------------
 
@@ -233,7 +241,7 @@ class KubeGenericRuntimeManager:
                 name=labeled.container_name, image=listed.image.image,
                 image_id=listed.image_id or listed.image_ref, image_ref=listed.image_ref,
                 hash=get_container_info_from_annotations(listed.annotations).hash,
-                state=_cri_container_state(listed.state),
+                state=cri_container_state(listed.state),
                 created_at=nanos_to_seconds(listed.created_at)))
         # Newest first, so that lookups by name find the current incarnation of a pod.
         return sorted(pods.values(), key=lambda p: p.created_at, reverse=True)

@@ -176,6 +176,11 @@ class GenericPLEG:
         self.relist_count = 0
         self.discarded_events = 0
 
+    @property
+    def last_relist_time(self) -> float | None:
+        """Start time (PLEG clock) of the last relist that could list the runtime."""
+        return self._last_relist_time
+
     def watch(self) -> asyncio.Queue[PodLifecycleEvent]:
         """The single event stream; the sync loop is its only consumer."""
         return self._events

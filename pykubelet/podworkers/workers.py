@@ -596,7 +596,7 @@ class PodWorkers:
         if (became_terminating or grace_shortened) and status.in_flight is not None:
             klog.v(3).info("Cancelling current pod sync", pod=ref, podUID=uid,
                            workType=status.work_type())
-            pass
+            status.in_flight.cancel()
 
     async def terminate_pod_abnormally_and_wait(
         self, pod: V1Pod, *, grace_period_override: int | None = None,

@@ -155,22 +155,25 @@ class StaticPodFileSource:
 
     async def _watch_until_stopped(self) -> None:
         retry = WATCH_RETRY_PERIOD
-        first_watch = True
+        # At start-up the periodic task has just read everything; any later (re)start of the
+        # watch may have missed changes and reads again.
+        relist = False
         while not self._stop.is_set():
             if not os.path.exists(self._path):
                 # The periodic re-read reports the missing path; just look again soon.
+                relist = True
                 await self._sleep_unless_stopped(WATCH_RETRY_PERIOD)
                 continue
             watched_dir = os.path.isdir(self._path)
             root = self._path if watched_dir else os.path.dirname(self._path)
             try:
-                await self._watch(root, watched_dir, relist=not first_watch)
+                await self._watch(root, watched_dir, relist=relist)
                 retry = WATCH_RETRY_PERIOD
             except Exception as err:  # the watch is best effort; the re-read still runs
                 klog.error("Unable to watch config path", err, path=self._path)
                 await self._sleep_unless_stopped(retry)
                 retry = min(retry * 2, WATCH_MAX_RETRY_PERIOD)
-            first_watch = False
+            relist = True
 
     async def _watch(self, root: str, watched_dir: bool, *, relist: bool) -> None:
         """Follow inotify events under ``root`` until stopped or the watched path goes away."""

@@ -96,10 +96,13 @@ class StaticPodURLSource:
 
     async def _extract_from_url(self, session: aiohttp.ClientSession) -> None:
         async with session.get(self._url, headers=self._headers) as response:
-            body = await response.content.read(MAX_CONFIG_LENGTH + 1)
-            if len(body) > MAX_CONFIG_LENGTH:
-                raise URLSourceError(f"{self._url}: response larger than "
-                                     f"{MAX_CONFIG_LENGTH} bytes")
+            received = bytearray()
+            async for chunk in response.content.iter_chunked(64 * 1024):
+                received.extend(chunk)
+                if len(received) > MAX_CONFIG_LENGTH:
+                    raise URLSourceError(f"{self._url}: response larger than "
+                                         f"{MAX_CONFIG_LENGTH} bytes")
+            body = bytes(received)
             if response.status != 200:
                 raise URLSourceError(f"{self._url}: {response.status} {response.reason or ''}"
                                      .rstrip())

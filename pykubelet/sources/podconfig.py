@@ -136,6 +136,7 @@ class PodConfig:
         self._sources_seen: set[str] = set()
         self._listeners: dict[str, asyncio.Task[None]] = {}
         self._running = False
+        self._stopped = asyncio.Event()
 
     # --- the public surface ----------------------------------------------------------------------
 
@@ -148,6 +149,10 @@ class PodConfig:
             if self._running:
                 self._listen(source)
         return queue
+
+    @property
+    def node_name(self) -> str:
+        return self._node_name
 
     def updates(self) -> asyncio.Queue[PodUpdate]:
         """The merged, ordered stream the sync loop consumes."""
@@ -179,15 +184,17 @@ class PodConfig:
     async def run(self) -> None:
         """Merge every channel into ``updates()`` until cancelled or ``stop()``."""
         self._running = True
+        self._stopped.clear()
         for source in self._channels:
             self._listen(source)
         try:
-            await asyncio.Event().wait()
+            await self._stopped.wait()
         finally:
             self.stop()
 
     def stop(self) -> None:
         self._running = False
+        self._stopped.set()
         for task in self._listeners.values():
             task.cancel()
         self._listeners.clear()

@@ -52,14 +52,14 @@ def test_flags_override_the_file_in_print_config() -> None:
     assert result.returncode == 0, result.stderr
     effective = json.loads(result.stdout)["kubeletconfig"]
     assert effective["maxPods"] == 42
-    assert effective["readOnlyPort"] == 0
+    assert effective.get("readOnlyPort", 0) == 0  # omitted when zero, as upstream (omitempty)
 
 
 def test_invalid_configuration_exits_1_naming_fields_and_creates_nothing(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-        "healthzPort: 70000\nsyncFrequency: 0s\nimageGCHighThresholdPercent: 50\n"
+        "healthzPort: 70000\nsyncFrequency: -5s\nimageGCHighThresholdPercent: 50\n"
         "imageGCLowThresholdPercent: 80\n")
     root = tmp_path / "root"
     lock = tmp_path / "lock" / "kubelet.lock"

@@ -50,6 +50,16 @@ def add_second_container(data: dict[str, Any], **fields: Any) -> None:
     data["spec"]["containers"].append({"name": "second", "image": "busybox", **fields})
 
 
+def host_network_with_host_port(data: dict[str, Any], host_port: int) -> None:
+    data["spec"]["hostNetwork"] = True
+    app(data)["ports"][0]["hostPort"] = host_port
+
+
+def two_containers_on_host_port_80(data: dict[str, Any]) -> None:
+    app(data)["ports"][0]["hostPort"] = 80
+    add_second_container(data, ports=[{"containerPort": 80, "hostPort": 80}])
+
+
 CASES = [
     (lambda d: d["metadata"].update(name="Web_1"), 'metadata.name: Invalid value: "Web_1"'),
     (lambda d: d["metadata"].update(name="a" * 254), "metadata.name: Invalid value"),
@@ -100,10 +110,9 @@ CASES = [
      "spec.containers[0].readinessProbe: Required value: must specify a handler type"),
     (lambda d: d["spec"].update(terminationGracePeriodSeconds=-5),
      "spec.terminationGracePeriodSeconds: Invalid value: -5: must be greater than or equal to 0"),
-    (lambda d: d["spec"].update(hostNetwork=True) or app(d)["ports"][0].update(hostPort=8080),
+    (lambda d: host_network_with_host_port(d, 8080),
      "spec.containers[0].ports[0].hostPort: Invalid value: 8080: must match `containerPort`"),
-    (lambda d: add_second_container(d, ports=[{"containerPort": 80, "hostPort": 80}])
-     or app(d)["ports"][0].update(hostPort=80),
+    (two_containers_on_host_port_80,
      'spec.containers[1].ports[0].hostPort: Duplicate value: "80/TCP"'),
 ]
 

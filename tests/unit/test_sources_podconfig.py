@@ -190,5 +190,5 @@ async def test_run_merges_channels_into_the_updates_queue() -> None:
         full = await asyncio.wait_for(config.updates().get(), 2)
         assert (full.op, full.source, [p.metadata.name for p in full.pods]) == (SET, "*", ["a"])
     finally:
-        runner.cancel()
-        await asyncio.gather(runner, return_exceptions=True)
+        config.stop()
+        await asyncio.wait_for(runner, 2)

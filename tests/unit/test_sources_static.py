@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from kubernetes_asyncio.client.models import V1Pod
 
 from pykubelet.api import to_dict
 from pykubelet.sources.podupdate import (
@@ -36,7 +37,8 @@ spec:
 """
 
 
-def decode(data: str, node: str = "node-a", path: str = "/etc/kubernetes/manifests/web.yaml"):
+def decode(data: str, node: str = "node-a",
+           path: str = "/etc/kubernetes/manifests/web.yaml") -> V1Pod:
     return decode_static_pod(data, node_name=node, source="file", location=path)
 
 
@@ -110,7 +112,7 @@ def test_api_server_defaults_are_applied() -> None:
 
 
 def test_url_pods_do_not_depend_on_the_node_and_are_not_given_the_toleration() -> None:
-    def from_url(node: str):
+    def from_url(node: str) -> V1Pod:
         return decode_static_pods(MANIFEST, node_name=node, source="http",
                                   location="http://config/pods")[0]
 

@@ -1,0 +1,685 @@
+"""The CRI ``ContainerConfig`` for one container of a pod.
+
+This is where a container spec becomes what the runtime executes, following
+upstream ``generateContainerConfig`` and the helpers it calls in the kubelet:
+
+- environment: ``envFrom`` first, then ``env`` in order; literal values may
+  reference earlier variables as ``$(NAME)`` (``$$`` escapes, unknown names
+  stay as written); ``fieldRef`` and ``resourceFieldRef`` are resolved from
+  the pod and the node; ConfigMaps and Secrets come through ``EnvSource``.
+- command and args: ``$(NAME)`` expanded against the final environment.
+- resources: CPU shares from the request, CFS quota from the limit, memory
+  limit, and ``oom_score_adj`` from the pod's QoS class.
+- security: the container's securityContext over the pod's, the
+  ``runAsNonRoot`` check against the image's user, ``no_new_privs``, the
+  default masked/read-only /proc paths.
+- mounts: the volumes (through the ``VolumeMounter`` seam), the
+  kubelet-managed ``/etc/hosts`` (``<podDir>/etc-hosts``) and the
+  termination-message file (``<podDir>/containers/<name>/<random>``).
+
+Failures the user has to fix in the pod spec (a missing ConfigMap key, a
+root user under ``runAsNonRoot``...) raise ``CreateContainerConfigError``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cri_api.v1 import api_pb2
+from kubernetes_asyncio.client import (
+    V1Container,
+    V1EnvVar,
+    V1ObjectFieldSelector,
+    V1Pod,
+    V1ResourceFieldSelector,
+    V1SecurityContext,
+)
+
+from pykubelet.api.qos import container_limits, container_oom_score_adjust, container_requests
+from pykubelet.api.quantity import QuantityError, cpu_to_millis, memory_to_bytes, parse_quantity
+from pykubelet.kuberuntime.labels import new_container_annotations, new_container_labels
+from pykubelet.kuberuntime.logs import container_log_path, pod_logs_directory
+from pykubelet.kuberuntime.sandbox_config import (
+    SandboxConfigError,
+    generate_pod_hostname_and_domain,
+    namespace_options_for_pod,
+    pod_supplemental_groups,
+    seccomp_profile,
+    selinux_option,
+)
+from pykubelet.util import klog
+
+# Linux CFS and cgroup bounds the kubelet clamps to (pkg/kubelet/cm/helpers_linux.go).
+MIN_CPU_SHARES = 2
+MAX_CPU_SHARES = 262144
+SHARES_PER_CPU = 1024
+MILLI_CPU_PER_CPU = 1000
+DEFAULT_CFS_PERIOD_US = 100_000
+MIN_CFS_QUOTA_US = 1000
+
+ETC_HOSTS_PATH = "/etc/hosts"
+ETC_HOSTS_FILE_NAME = "etc-hosts"
+DEFAULT_MASKED_PATHS = (
+    "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+    "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+    "/sys/firmware", "/sys/devices/virtual/powercap",
+)
+DEFAULT_READONLY_PATHS = (
+    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+)
+
+
+class CreateContainerConfigError(Exception):
+    """The container cannot be configured as specified; shown as ``CreateContainerConfigError``."""
+
+    reason = "CreateContainerConfigError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class VolumeMounter(Protocol):
+    """Where the pod's volumes are on the node, for the container's ``volumeMounts``.
+
+    Implemented by the volume manager; raise ``CreateContainerConfigError`` for
+    a volume that is not ready.
+    """
+
+    def mounts_for(self, pod: V1Pod, container: V1Container) -> list[api_pb2.Mount]: ...
+
+
+class EnvSource(Protocol):
+    """ConfigMap and Secret data for ``env``/``envFrom``; None when the object does not exist.
+
+    Secret values are returned decoded (text, not base64).
+    """
+
+    def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None: ...
+
+    def secret(self, namespace: str, name: str) -> Mapping[str, str] | None: ...
+
+
+def _read_mem_total() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+@dataclass
+class ContainerOptions:
+    """Node and pod facts the container config depends on (besides the spec)."""
+
+    pod_dir: str
+    node_name: str = ""
+    pod_ips: list[str] = field(default_factory=list)
+    host_ip: str = ""
+    pod_logs_dir: str = "/var/log/pods"
+    cluster_domain: str = ""
+    enforce_cpu_limits: bool = True
+    cpu_cfs_quota_period_us: int = DEFAULT_CFS_PERIOD_US
+    memory_capacity: int = field(default_factory=_read_mem_total)
+    # What a downward-API ``limits.*`` reads when the container sets no limit.
+    node_allocatable_cpu_millis: int = field(
+        default_factory=lambda: (os.cpu_count() or 1) * MILLI_CPU_PER_CPU)
+    node_allocatable_memory: int | None = None
+    seccomp_default: bool = False
+    seccomp_profile_root: str = "/var/lib/kubelet/seccomp"
+    # The node's hosts file, the base of /etc/hosts in host-network pods.
+    node_hosts_file: str = ETC_HOSTS_PATH
+    service_env: dict[str, str] = field(default_factory=dict)
+    volume_mounter: VolumeMounter | None = None
+    env_source: EnvSource | None = None
+
+
+# --- $(VAR) expansion ---------------------------------------------------------------------------
+
+def expand(text: str, lookup: Callable[[str], str | None]) -> str:
+    """Replace ``$(NAME)`` by its value; ``$$`` is a literal ``$``; unknown or unclosed stays."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        if char != "$" or i + 1 >= n:
+            out.append(char)
+            i += 1
+            continue
+        following = text[i + 1]
+        if following == "$":
+            out.append("$")
+            i += 2
+        elif following == "(":
+            close = text.find(")", i + 2)
+            if close < 0:
+                out.append("$(")
+                i += 2
+                continue
+            name = text[i + 2:close]
+            value = lookup(name)
+            out.append(f"$({name})" if value is None else value)
+            i = close + 1
+        else:
+            out.append("$" + following)
+            i += 2
+    return "".join(out)
+
+
+def _lookup_in(*envs: Mapping[str, str]) -> Callable[[str], str | None]:
+    def lookup(name: str) -> str | None:
+        for env in envs:
+            if name in env:
+                return env[name]
+        return None
+    return lookup
+
+
+def expand_command_and_args(container: V1Container,
+                            env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    lookup = _lookup_in(env)
+    return ([expand(part, lookup) for part in container.command or []],
+            [expand(part, lookup) for part in container.args or []])
+
+
+# --- environment --------------------------------------------------------------------------------
+
+def _pod_ident(pod: V1Pod) -> str:
+    meta = pod.metadata
+    if meta is None:
+        return ""
+    return f"{meta.name}_{meta.namespace}({meta.uid})"
+
+
+def _format_map(values: Mapping[str, str]) -> str:
+    return "\n".join(f"{key}={json.dumps(values[key], ensure_ascii=False)}"
+                     for key in sorted(values))
+
+
+def _pod_ips(pod: V1Pod, opts: ContainerOptions) -> list[str]:
+    if opts.pod_ips:
+        return list(opts.pod_ips)
+    if pod.spec is not None and pod.spec.host_network and opts.host_ip:
+        return [opts.host_ip]
+    return []
+
+
+def _field_ref_value(pod: V1Pod, selector: V1ObjectFieldSelector,
+                     opts: ContainerOptions) -> str:
+    path = selector.field_path or ""
+    meta = pod.metadata
+    spec = pod.spec
+    labels = (meta.labels if meta else None) or {}
+    annotations = (meta.annotations if meta else None) or {}
+    if path.endswith("']") and "['" in path:
+        base, _, rest = path.partition("['")
+        key = rest[:-2]
+        if base == "metadata.labels":
+            return str(labels.get(key, ""))
+        if base == "metadata.annotations":
+            return str(annotations.get(key, ""))
+    pod_ips = _pod_ips(pod, opts)
+    host_ips = [opts.host_ip] if opts.host_ip else []
+    simple: dict[str, Callable[[], str]] = {
+        "metadata.name": lambda: (meta.name if meta else None) or "",
+        "metadata.namespace": lambda: (meta.namespace if meta else None) or "",
+        "metadata.uid": lambda: (meta.uid if meta else None) or "",
+        "metadata.labels": lambda: _format_map(labels),
+        "metadata.annotations": lambda: _format_map(annotations),
+        "spec.nodeName": lambda: (spec.node_name if spec else None) or opts.node_name,
+        "spec.serviceAccountName": lambda: (spec.service_account_name if spec else None) or "",
+        "status.podIP": lambda: pod_ips[0] if pod_ips else "",
+        "status.podIPs": lambda: ",".join(pod_ips),
+        "status.hostIP": lambda: host_ips[0] if host_ips else "",
+        "status.hostIPs": lambda: ",".join(host_ips),
+    }
+    if path not in simple:
+        raise CreateContainerConfigError(f"unsupported fieldPath: {path}")
+    return simple[path]()
+
+
+def _resource_field_value(pod: V1Pod, container: V1Container,
+                          selector: V1ResourceFieldSelector, opts: ContainerOptions) -> str:
+    target = container
+    if selector.container_name:
+        spec = pod.spec
+        candidates = [*(spec.containers or []), *(spec.init_containers or [])] if spec else []
+        found = next((c for c in candidates if c.name == selector.container_name), None)
+        if found is None:
+            raise CreateContainerConfigError(
+                f"container {selector.container_name} not found in pod")
+        target = found
+    kind, _, resource = (selector.resource or "").partition(".")
+    values = container_limits(target) if kind == "limits" else container_requests(target)
+    divisor = selector.divisor if selector.divisor not in (None, "") else "1"
+    try:
+        if resource == "cpu":
+            if kind == "limits" and "cpu" not in values:
+                millis = opts.node_allocatable_cpu_millis
+            else:
+                millis = cpu_to_millis(values.get("cpu", 0))
+            return str(math.ceil(millis / cpu_to_millis(divisor)))
+        if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+            if kind == "limits" and resource not in values and resource == "memory":
+                amount = opts.node_allocatable_memory or opts.memory_capacity
+            else:
+                amount = memory_to_bytes(values.get(resource, 0))
+            return str(math.ceil(parse_quantity(amount) / parse_quantity(divisor)))
+    except (QuantityError, ZeroDivisionError) as err:
+        raise CreateContainerConfigError(f"invalid resourceFieldRef {selector.resource}: {err}") \
+            from err
+    raise CreateContainerConfigError(f"unsupported container resource : {selector.resource}")
+
+
+def _namespace(pod: V1Pod) -> str:
+    return (pod.metadata.namespace if pod.metadata else None) or ""
+
+
+def _require_env_source(opts: ContainerOptions, kind: str, name: str) -> EnvSource:
+    if opts.env_source is None:
+        raise CreateContainerConfigError(
+            f"cannot read {kind} {name!r}: this kubelet has no API access for {kind}s")
+    return opts.env_source
+
+
+def _key_ref_value(pod: V1Pod, var: V1EnvVar, opts: ContainerOptions) -> str | None:
+    source = var.value_from
+    assert source is not None
+    namespace = _namespace(pod)
+    for kind, selector in (("configmap", source.config_map_key_ref),
+                           ("secret", source.secret_key_ref)):
+        if selector is None:
+            continue
+        optional = bool(selector.optional)
+        name = selector.name or ""
+        try:
+            env_source = _require_env_source(opts, kind, name)
+        except CreateContainerConfigError:
+            if optional:
+                return None
+            raise
+        data = (env_source.config_map(namespace, name) if kind == "configmap"
+                else env_source.secret(namespace, name))
+        if data is None:
+            if optional:
+                return None
+            raise CreateContainerConfigError(f'{kind} "{name}" not found')
+        if selector.key not in data:
+            if optional:
+                return None
+            label = "ConfigMap" if kind == "configmap" else "Secret"
+            raise CreateContainerConfigError(
+                f"couldn't find key {selector.key} in {label} {namespace}/{name}")
+        return str(data[selector.key])
+    return None
+
+
+def _env_from(pod: V1Pod, container: V1Container, opts: ContainerOptions) -> dict[str, str]:
+    env: dict[str, str] = {}
+    namespace = _namespace(pod)
+    for source in container.env_from or []:
+        ref = source.config_map_ref or source.secret_ref
+        if ref is None:
+            continue
+        kind = "configmap" if source.config_map_ref is not None else "secret"
+        name = ref.name or ""
+        try:
+            env_source = _require_env_source(opts, kind, name)
+        except CreateContainerConfigError:
+            if ref.optional:
+                continue
+            raise
+        data = (env_source.config_map(namespace, name) if kind == "configmap"
+                else env_source.secret(namespace, name))
+        if data is None:
+            if ref.optional:
+                continue
+            raise CreateContainerConfigError(f'{kind} "{name}" not found')
+        invalid = []
+        for key, value in data.items():
+            env_name = (source.prefix or "") + key
+            if not _is_env_var_name(env_name):
+                invalid.append(env_name)
+                continue
+            env[env_name] = str(value)
+        if invalid:
+            klog.warning("Keys were skipped because they are invalid environment variable names",
+                         pod=_pod_ident(pod), source=name, keys=",".join(sorted(invalid)))
+    return env
+
+
+def _is_env_var_name(name: str) -> bool:
+    return bool(name) and not name[0].isdigit() and all(
+        c.isalnum() or c in "-._" for c in name) and name.isascii()
+
+
+def make_environment(pod: V1Pod, container: V1Container,
+                     opts: ContainerOptions) -> dict[str, str]:
+    """The final environment in declaration order (upstream ``makeEnvironmentVariables``)."""
+    env = _env_from(pod, container, opts)
+    lookup = _lookup_in(env, opts.service_env)
+    for var in container.env or []:
+        if not var.name:
+            continue
+        value: str | None
+        source = var.value_from
+        if source is None:
+            value = expand(var.value or "", lookup)
+        elif source.field_ref is not None:
+            value = _field_ref_value(pod, source.field_ref, opts)
+        elif source.resource_field_ref is not None:
+            value = _resource_field_value(pod, container, source.resource_field_ref, opts)
+        else:
+            value = _key_ref_value(pod, var, opts)
+            if value is None:
+                continue
+        # Re-declaring a name moves it to its latest position, as the runtime sees one value.
+        env.pop(var.name, None)
+        env[var.name] = value
+    for name, value in opts.service_env.items():
+        env.setdefault(name, value)
+    return env
+
+
+# --- resources ----------------------------------------------------------------------------------
+
+def milli_cpu_to_shares(milli_cpu: int) -> int:
+    if milli_cpu == 0:
+        # Unrequested CPU gets the kernel's minimum weight, not the default 1024.
+        return MIN_CPU_SHARES
+    shares = milli_cpu * SHARES_PER_CPU // MILLI_CPU_PER_CPU
+    return max(MIN_CPU_SHARES, min(shares, MAX_CPU_SHARES))
+
+
+def milli_cpu_to_quota(milli_cpu: int, period_us: int) -> int:
+    if milli_cpu == 0:
+        return 0
+    quota = milli_cpu * period_us // MILLI_CPU_PER_CPU
+    return max(quota, MIN_CFS_QUOTA_US)
+
+
+def container_resources(pod: V1Pod, container: V1Container,
+                        opts: ContainerOptions) -> api_pb2.LinuxContainerResources:
+    """cgroup settings from requests/limits, as upstream ``calculateLinuxResources``."""
+    requests = container_requests(container)
+    limits = container_limits(container)
+    try:
+        cpu_request = cpu_to_millis(requests["cpu"]) if "cpu" in requests else 0
+        cpu_limit = cpu_to_millis(limits["cpu"]) if "cpu" in limits else 0
+        memory_limit = memory_to_bytes(limits["memory"]) if "memory" in limits else 0
+        oom_score_adj = container_oom_score_adjust(pod, container, opts.memory_capacity)
+    except QuantityError as err:
+        raise CreateContainerConfigError(f"invalid resources of container "
+                                         f"{container.name}: {err}") from err
+    resources = api_pb2.LinuxContainerResources(
+        cpu_shares=milli_cpu_to_shares(cpu_request),
+        oom_score_adj=oom_score_adj,
+    )
+    if memory_limit:
+        resources.memory_limit_in_bytes = memory_limit
+    if opts.enforce_cpu_limits:
+        resources.cpu_period = opts.cpu_cfs_quota_period_us
+        resources.cpu_quota = milli_cpu_to_quota(cpu_limit, opts.cpu_cfs_quota_period_us)
+    return resources
+
+
+# --- security -----------------------------------------------------------------------------------
+
+def effective_security_context(pod: V1Pod, container: V1Container) -> V1SecurityContext:
+    """The container's securityContext with the pod-level defaults filled in."""
+    own = container.security_context
+    effective = V1SecurityContext(
+        allow_privilege_escalation=own.allow_privilege_escalation if own else None,
+        capabilities=own.capabilities if own else None,
+        privileged=own.privileged if own else None,
+        proc_mount=own.proc_mount if own else None,
+        read_only_root_filesystem=own.read_only_root_filesystem if own else None,
+        run_as_group=own.run_as_group if own else None,
+        run_as_non_root=own.run_as_non_root if own else None,
+        run_as_user=own.run_as_user if own else None,
+        se_linux_options=own.se_linux_options if own else None,
+        seccomp_profile=own.seccomp_profile if own else None,
+    )
+    pod_sc = pod.spec.security_context if pod.spec else None
+    if pod_sc is not None:
+        for name in ("run_as_user", "run_as_group", "run_as_non_root", "se_linux_options",
+                     "seccomp_profile"):
+            if getattr(effective, name) is None:
+                setattr(effective, name, getattr(pod_sc, name))
+    return effective
+
+
+def image_user(image: api_pb2.Image | None) -> tuple[int | None, str]:
+    """The image's configured user as (uid, username): uid when numeric; root when unset."""
+    if image is not None:
+        if image.HasField("uid"):
+            return image.uid.value, ""
+        if image.username:
+            return None, image.username
+    return 0, ""
+
+
+def verify_run_as_non_root(pod: V1Pod, container: V1Container, effective: V1SecurityContext,
+                           image_uid: int | None, image_username: str) -> None:
+    if not effective.run_as_non_root:
+        return
+    where = f"(pod: {_pod_ident(pod)!r}, container: {container.name})"
+    if effective.run_as_user is not None:
+        if effective.run_as_user == 0:
+            raise CreateContainerConfigError(
+                f"container's runAsUser breaks non-root policy {where}")
+        return
+    if image_uid == 0:
+        raise CreateContainerConfigError(
+            f"container has runAsNonRoot and image will run as root {where}")
+    if image_uid is None and image_username:
+        raise CreateContainerConfigError(
+            f"container has runAsNonRoot and image has non-numeric user ({image_username}), "
+            f"cannot verify user is non-root {where}")
+
+
+def container_security_context(pod: V1Pod, container: V1Container, opts: ContainerOptions,
+                               image_uid: int | None, image_username: str
+                               ) -> api_pb2.LinuxContainerSecurityContext:
+    effective = effective_security_context(pod, container)
+    verify_run_as_non_root(pod, container, effective, image_uid, image_username)
+    default_seccomp = (api_pb2.SecurityProfile.RuntimeDefault if opts.seccomp_default
+                       else api_pb2.SecurityProfile.Unconfined)
+    unmasked = effective.proc_mount == "Unmasked"
+    context = api_pb2.LinuxContainerSecurityContext(
+        privileged=bool(effective.privileged),
+        readonly_rootfs=bool(effective.read_only_root_filesystem),
+        namespace_options=namespace_options_for_pod(pod),
+        supplemental_groups=pod_supplemental_groups(pod),
+        # Only an explicit allowPrivilegeEscalation: false sets no_new_privs.
+        no_new_privs=effective.allow_privilege_escalation is False,
+        masked_paths=[] if unmasked else list(DEFAULT_MASKED_PATHS),
+        readonly_paths=[] if unmasked else list(DEFAULT_READONLY_PATHS),
+        seccomp=seccomp_profile(effective.seccomp_profile, opts.seccomp_profile_root,
+                                default_seccomp),
+    )
+    capabilities = effective.capabilities
+    if capabilities is not None:
+        context.capabilities.add_capabilities.extend(capabilities.add or [])
+        context.capabilities.drop_capabilities.extend(capabilities.drop or [])
+    if effective.run_as_user is not None:
+        context.run_as_user.value = int(effective.run_as_user)
+    elif image_uid is not None:
+        context.run_as_user.value = image_uid
+    else:
+        context.run_as_username = image_username
+    if effective.run_as_group is not None:
+        context.run_as_group.value = int(effective.run_as_group)
+    selinux = selinux_option(effective.se_linux_options)
+    if selinux is not None:
+        context.selinux_options.CopyFrom(selinux)
+    return context
+
+
+# --- mounts -------------------------------------------------------------------------------------
+
+_MANAGED_HOSTS_HEADER = "# Kubernetes-managed hosts file.\n"
+_MANAGED_HOSTS_HOST_NETWORK_HEADER = "# Kubernetes-managed hosts file (host network).\n"
+_LOOPBACK_HOSTS = (
+    "127.0.0.1\tlocalhost\n"
+    "::1\tlocalhost ip6-localhost ip6-loopback\n"
+    "fe00::0\tip6-localnet\n"
+    "fe00::0\tip6-mcastprefix\n"
+    "fe00::1\tip6-allnodes\n"
+    "fe00::2\tip6-allrouters\n"
+)
+
+
+def etc_hosts_content(pod: V1Pod, pod_ips: list[str], hostname: str, domain: str,
+                      node_hosts_file: str = ETC_HOSTS_PATH) -> str:
+    """The pod's /etc/hosts: its own names on its IPs plus ``hostAliases``.
+
+    Host-network pods see the node's hosts file instead, plus their aliases.
+    """
+    spec = pod.spec
+    if spec is not None and spec.host_network:
+        try:
+            with open(node_hosts_file, encoding="utf-8", errors="replace") as node_hosts:
+                base = node_hosts.read()
+        except OSError as err:
+            raise CreateContainerConfigError(
+                f"failed to read node hosts file {node_hosts_file}: {err}") from err
+        text = _MANAGED_HOSTS_HOST_NETWORK_HEADER + base
+    else:
+        lines = [_MANAGED_HOSTS_HEADER, _LOOPBACK_HOSTS]
+        for ip in pod_ips:
+            if domain:
+                lines.append(f"{ip}\t{hostname}.{domain}\t{hostname}\n")
+            else:
+                lines.append(f"{ip}\t{hostname}\n")
+        text = "".join(lines)
+    aliases = spec.host_aliases if spec is not None else None
+    if aliases:
+        text += "\n# Entries added by HostAliases.\n"
+        for alias in aliases:
+            text += f"{alias.ip}\t" + "\t".join(alias.hostnames or []) + "\n"
+    return text
+
+
+def _etc_hosts_mount(pod: V1Pod, pod_ips: list[str], opts: ContainerOptions) -> api_pb2.Mount:
+    try:
+        hostname, domain = generate_pod_hostname_and_domain(pod, opts.cluster_domain)
+    except SandboxConfigError as err:
+        raise CreateContainerConfigError(str(err)) from err
+    content = etc_hosts_content(pod, pod_ips, hostname, domain, opts.node_hosts_file)
+    path = os.path.join(opts.pod_dir, ETC_HOSTS_FILE_NAME)
+    os.makedirs(opts.pod_dir, exist_ok=True)
+    # Written to a temporary name and renamed so a running container never reads half a file.
+    partial = path + ".tmp"
+    with open(partial, "w", encoding="utf-8") as hosts:
+        hosts.write(content)
+    os.chmod(partial, 0o644)
+    os.replace(partial, path)
+    return api_pb2.Mount(container_path=ETC_HOSTS_PATH, host_path=path)
+
+
+def _termination_message_mount(container: V1Container,
+                               opts: ContainerOptions) -> api_pb2.Mount | None:
+    if not container.termination_message_path:
+        return None
+    directory = os.path.join(opts.pod_dir, "containers", container.name or "")
+    os.makedirs(directory, exist_ok=True)
+    # One file per container instance: the previous instance's message stays readable.
+    path = os.path.join(directory, secrets.token_hex(4))
+    with open(path, "w", encoding="utf-8"):
+        pass
+    # Any user in the container must be able to write its message, whatever the umask.
+    os.chmod(path, 0o666)
+    return api_pb2.Mount(container_path=container.termination_message_path, host_path=path)
+
+
+def make_mounts(pod: V1Pod, container: V1Container, opts: ContainerOptions) -> list[api_pb2.Mount]:
+    mounts: list[api_pb2.Mount] = []
+    if container.volume_mounts:
+        if opts.volume_mounter is None:
+            first = container.volume_mounts[0]
+            raise CreateContainerConfigError(
+                f"cannot find volume {first.name!r} to mount into container {container.name!r}")
+        mounts.extend(opts.volume_mounter.mounts_for(pod, container))
+    pod_ips = _pod_ips(pod, opts)
+    overrides_hosts = any(m.container_path == ETC_HOSTS_PATH for m in mounts)
+    if pod_ips and not overrides_hosts:
+        mounts.append(_etc_hosts_mount(pod, pod_ips, opts))
+    termination = _termination_message_mount(container, opts)
+    if termination is not None:
+        mounts.append(termination)
+    return mounts
+
+
+# --- the config ---------------------------------------------------------------------------------
+
+def generate_container_config(container: V1Container, pod: V1Pod, restart_count: int,
+                              image_ref: str, opts: ContainerOptions, *,
+                              image_uid: int | None = 0,
+                              image_username: str = "") -> api_pb2.ContainerConfig:
+    """The ``CreateContainer`` config for instance ``restart_count`` of ``container``.
+
+    ``image_ref`` is what the image manager returned; ``image_uid`` and
+    ``image_username`` are the image's user (see ``image_user``), needed for
+    the ``runAsNonRoot`` check; the default assumes root, as upstream does
+    for images that declare no user.
+    """
+    meta = pod.metadata
+    namespace = (meta.namespace if meta else None) or ""
+    name = (meta.name if meta else None) or ""
+    uid = (meta.uid if meta else None) or ""
+    security = container_security_context(pod, container, opts, image_uid, image_username)
+    env = make_environment(pod, container, opts)
+    command, args = expand_command_and_args(container, env)
+    log_dir = os.path.join(pod_logs_directory(opts.pod_logs_dir, namespace, name, uid),
+                           container.name or "")
+    os.makedirs(log_dir, mode=0o755, exist_ok=True)
+    return api_pb2.ContainerConfig(
+        metadata=api_pb2.ContainerMetadata(name=container.name or "", attempt=restart_count),
+        image=api_pb2.ImageSpec(image=image_ref, user_specified_image=container.image or ""),
+        command=command,
+        args=args,
+        working_dir=container.working_dir or "",
+        envs=[api_pb2.KeyValue(key=k, value=v) for k, v in env.items()],
+        mounts=make_mounts(pod, container, opts),
+        labels=new_container_labels(container, pod),
+        annotations=new_container_annotations(container, pod, restart_count),
+        log_path=container_log_path(container.name or "", restart_count),
+        stdin=bool(container.stdin),
+        stdin_once=bool(container.stdin_once),
+        tty=bool(container.tty),
+        linux=api_pb2.LinuxContainerConfig(
+            resources=container_resources(pod, container, opts),
+            security_context=security,
+        ),
+    )
+
+
+__all__ = [
+    "ContainerOptions",
+    "CreateContainerConfigError",
+    "EnvSource",
+    "VolumeMounter",
+    "container_resources",
+    "container_security_context",
+    "effective_security_context",
+    "etc_hosts_content",
+    "expand",
+    "expand_command_and_args",
+    "generate_container_config",
+    "image_user",
+    "make_environment",
+    "make_mounts",
+    "milli_cpu_to_quota",
+    "milli_cpu_to_shares",
+    "verify_run_as_non_root",
+]

@@ -1,0 +1,397 @@
+"""Making sure a container's image is on the node before the container is created.
+
+Upstream ``pkg/kubelet/images``: the ``imagePullPolicy`` (``Always``,
+``IfNotPresent``, ``Never``; by default ``Always`` for ``:latest`` or untagged
+images and ``IfNotPresent`` otherwise) decides whether to pull; a failed pull
+is reported as ``ErrImagePull`` and starts a back-off per pod and image, and
+while that back-off runs the container reports ``ImagePullBackOff`` without
+contacting the registry again. Pulls go through a QPS limiter
+(``registryPullQPS``/``registryBurst``) and, with ``serializeImagePulls``, one
+at a time. Credentials come from the pod's ``imagePullSecrets``
+(``kubernetes.io/dockerconfigjson`` or ``dockercfg``), matched by registry
+host and path as the Docker keyring does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import fnmatch
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cri_api.v1 import api_pb2
+from kubernetes_asyncio.client import V1Container, V1Pod
+
+from pykubelet.util import klog
+from pykubelet.util.backoff import Backoff
+
+ERR_IMAGE_PULL = "ErrImagePull"
+IMAGE_PULL_BACKOFF = "ImagePullBackOff"
+ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+INVALID_IMAGE_NAME = "InvalidImageName"
+IMAGE_INSPECT_ERROR = "ImageInspectError"
+
+PULL_ALWAYS = "Always"
+PULL_IF_NOT_PRESENT = "IfNotPresent"
+PULL_NEVER = "Never"
+
+# Upstream's image back-off: 10s doubling up to the container back-off maximum of 5 minutes.
+IMAGE_BACKOFF_INITIAL = 10.0
+IMAGE_BACKOFF_MAX = 300.0
+
+DEFAULT_DOMAIN = "docker.io"
+_LEGACY_DEFAULT_DOMAIN = "index.docker.io"
+_DEFAULT_TAG = "latest"
+
+
+class ImagePullError(Exception):
+    """Why a container's image is not available; ``reason`` goes into the container status."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+# --- image references ---------------------------------------------------------------------------
+
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+_REFERENCE = re.compile(
+    rf"^(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$")
+_HEX_ID = re.compile(r"^[a-f0-9]{64}$")
+_NAME_MAX_LENGTH = 255
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    """A parsed image name, with Docker Hub's implicit domain made explicit."""
+
+    domain: str
+    path: str
+    tag: str = ""
+    digest: str = ""
+
+
+def _split_domain(name: str) -> tuple[str, str]:
+    first, sep, rest = name.partition("/")
+    if not sep or ("." not in first and ":" not in first and first != "localhost"
+                   and first.lower() == first):
+        domain, path = DEFAULT_DOMAIN, name
+    else:
+        domain, path = first, rest
+    if domain == _LEGACY_DEFAULT_DOMAIN:
+        domain = DEFAULT_DOMAIN
+    if domain == DEFAULT_DOMAIN and "/" not in path:
+        path = f"library/{path}"
+    return domain, path
+
+
+def parse_image_reference(image: str) -> ImageReference:
+    """Parse ``image`` as the container runtimes do; ``ValueError`` says what is wrong."""
+    if not image:
+        raise ValueError("repository name must have at least one component")
+    if _HEX_ID.match(image):
+        raise ValueError(f"invalid repository name ({image}), cannot specify 64-byte "
+                         f"hexadecimal strings")
+    match = _REFERENCE.match(image)
+    if match is None:
+        name = image.split("@", 1)[0].rsplit(":", 1)[0]
+        if name.lower() != name and _REFERENCE.match(image.lower()):
+            raise ValueError("repository name must be lowercase")
+        raise ValueError("invalid reference format")
+    name = match["name"]
+    if len(name) > _NAME_MAX_LENGTH:
+        raise ValueError(f"repository name must not be more than {_NAME_MAX_LENGTH} characters")
+    domain, path = _split_domain(name)
+    if path.lower() != path:
+        raise ValueError("repository name must be lowercase")
+    return ImageReference(domain, path, match["tag"] or "", match["digest"] or "")
+
+
+def apply_default_tag(image: str) -> str:
+    """``image`` with ``:latest`` appended when it names neither tag nor digest."""
+    try:
+        reference = parse_image_reference(image)
+    except ValueError as err:
+        raise ValueError(f"couldn't parse image reference {image!r}: {err}") from err
+    if not reference.tag and not reference.digest:
+        # Appended, not normalised: "busybox" stays short so the runtime resolves it its own way.
+        return f"{image}:{_DEFAULT_TAG}"
+    return image
+
+
+def default_pull_policy(image: str) -> str:
+    """The API server's default: ``Always`` for ``:latest`` or untagged images."""
+    try:
+        reference = parse_image_reference(image)
+    except ValueError:
+        return PULL_IF_NOT_PRESENT
+    if reference.tag == _DEFAULT_TAG or (not reference.tag and not reference.digest):
+        return PULL_ALWAYS
+    return PULL_IF_NOT_PRESENT
+
+
+def should_pull_image(policy: str, present: bool) -> bool:
+    if policy == PULL_NEVER:
+        return False
+    return policy == PULL_ALWAYS or not present
+
+
+# --- registry credentials -----------------------------------------------------------------------
+
+DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson"
+DOCKER_CFG_KEY = ".dockercfg"
+
+
+@dataclass(frozen=True)
+class RegistryCredential:
+    pattern_host: str
+    pattern_path: str
+    auth: api_pb2.AuthConfig
+
+
+def _secret_data(secret: Any) -> dict[str, str]:
+    data = secret.get("data") if isinstance(secret, dict) else getattr(secret, "data", None)
+    return dict(data or {})
+
+
+def _normalise_registry_key(key: str) -> tuple[str, str]:
+    text = key.strip()
+    for scheme in ("https://", "http://"):
+        if text.startswith(scheme):
+            text = text[len(scheme):]
+    host, _, path = text.partition("/")
+    if host in (_LEGACY_DEFAULT_DOMAIN, DEFAULT_DOMAIN, f"registry-1.{DEFAULT_DOMAIN}"):
+        host, path = DEFAULT_DOMAIN, ""
+    return host.lower(), path.strip("/")
+
+
+def _auth_from_entry(server: str, entry: dict[str, Any]) -> api_pb2.AuthConfig:
+    username = str(entry.get("username") or "")
+    password = str(entry.get("password") or "")
+    encoded = str(entry.get("auth") or "")
+    if encoded and not username:
+        try:
+            username, _, password = base64.b64decode(encoded).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            klog.warning("Ignoring malformed auth in image pull secret", registry=server)
+    return api_pb2.AuthConfig(username=username, password=password, server_address=server,
+                              identity_token=str(entry.get("identitytoken") or ""),
+                              registry_token=str(entry.get("registrytoken") or ""))
+
+
+def credentials_from_pull_secrets(pull_secrets: Sequence[Any]) -> list[RegistryCredential]:
+    """Registry credentials from ``dockerconfigjson``/``dockercfg`` secrets (base64 ``data``)."""
+    found: list[RegistryCredential] = []
+    for secret in pull_secrets:
+        data = _secret_data(secret)
+        for key in (DOCKER_CONFIG_JSON_KEY, DOCKER_CFG_KEY):
+            if key not in data:
+                continue
+            try:
+                document = json.loads(base64.b64decode(data[key]))
+            except (ValueError, TypeError) as err:
+                klog.warning("Ignoring unreadable image pull secret", err=err)
+                continue
+            auths = document.get("auths", {}) if key == DOCKER_CONFIG_JSON_KEY else document
+            if not isinstance(auths, dict):
+                continue
+            for server, entry in auths.items():
+                if isinstance(entry, dict):
+                    host, path = _normalise_registry_key(server)
+                    found.append(RegistryCredential(host, path, _auth_from_entry(server, entry)))
+    return found
+
+
+def _host_matches(pattern: str, host: str) -> bool:
+    pattern_parts, host_parts = pattern.split("."), host.split(".")
+    # Wildcards stand for exactly one DNS label each, as in the Docker keyring.
+    return len(pattern_parts) == len(host_parts) and all(
+        fnmatch.fnmatchcase(h, p) for p, h in zip(pattern_parts, host_parts, strict=True))
+
+
+def lookup_credentials(image: str,
+                       credentials: Sequence[RegistryCredential]) -> list[api_pb2.AuthConfig]:
+    """The credentials that apply to ``image``, most specific path first."""
+    try:
+        reference = parse_image_reference(image)
+    except ValueError:
+        return []
+    matching = [c for c in credentials
+                if _host_matches(c.pattern_host, reference.domain.lower())
+                and (not c.pattern_path or reference.path == c.pattern_path
+                     or reference.path.startswith(c.pattern_path + "/"))]
+    matching.sort(key=lambda c: len(c.pattern_path), reverse=True)
+    return [c.auth for c in matching]
+
+
+# --- pulling ------------------------------------------------------------------------------------
+
+class ImageService(Protocol):
+    """The part of the CRI image client the image manager needs."""
+
+    async def image_status(self, image: str, verbose: bool = False) -> api_pb2.Image | None: ...
+
+    async def pull_image(self, image: str, auth: api_pb2.AuthConfig | None = None,
+                         sandbox_config: api_pb2.PodSandboxConfig | None = None) -> str: ...
+
+
+class PullThrottledError(Exception):
+    def __init__(self) -> None:
+        super().__init__("pull QPS exceeded")
+
+
+class PullWithCredentialsError(Exception):
+    """Every credential that matched the image was refused; lists each attempt's error."""
+
+    def __init__(self, failures: list[str]) -> None:
+        super().__init__("; ".join(failures))
+        self.failures = failures
+
+
+class TokenBucket:
+    """``qps`` tokens a second, at most ``burst`` saved up; ``qps <= 0`` means no limit."""
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic
+                 ) -> None:
+        self.qps = qps
+        self.burst = max(burst, 1)
+        self._clock = clock
+        self._tokens = float(self.burst)
+        self._last = clock()
+
+    def try_accept(self) -> bool:
+        if self.qps <= 0:
+            return True
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+
+class ImageManager:
+    """Ensures images for containers, with pull policy, back-off, throttling and credentials."""
+
+    def __init__(self, image_service: ImageService, *, serialize_pulls: bool = True,
+                 pull_qps: float = 5.0, pull_burst: int = 10, backoff: Backoff | None = None,
+                 max_parallel_pulls: int | None = None) -> None:
+        self._images = image_service
+        self.backoff = backoff or Backoff(IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)
+        self._limiter = TokenBucket(pull_qps, pull_burst)
+        limit = 1 if serialize_pulls else max_parallel_pulls
+        self._pull_slots = asyncio.Semaphore(limit) if limit else None
+        self._last_error: dict[str, str] = {}
+
+    async def ensure_image_exists(self, pod: V1Pod, container: V1Container,
+                                  pull_secrets: Sequence[Any] = (),
+                                  sandbox_config: api_pb2.PodSandboxConfig | None = None) -> str:
+        """The runtime's reference of ``container``'s image, pulling it when the policy says so."""
+        spec_image = container.image or ""
+        meta = pod.metadata
+        pod_ref = f"{meta.namespace}/{meta.name}" if meta else ""
+        try:
+            image = apply_default_tag(spec_image)
+        except ValueError as err:
+            message = f"Failed to apply default image tag {spec_image!r}: {err}"
+            klog.warning(message, pod=pod_ref, container=container.name)
+            raise ImagePullError(INVALID_IMAGE_NAME, message) from err
+
+        try:
+            status = await self._images.image_status(image)
+        except Exception as err:
+            message = f"Failed to inspect image {spec_image!r}: {err}"
+            klog.warning(message, pod=pod_ref, container=container.name)
+            raise ImagePullError(IMAGE_INSPECT_ERROR, message) from err
+        present = status is not None and bool(status.id)
+
+        policy = container.image_pull_policy or default_pull_policy(spec_image)
+        if not should_pull_image(policy, present):
+            if status is not None and present:
+                klog.v(2).info("Container image already present on machine", pod=pod_ref,
+                               image=spec_image)
+                return str(status.id)
+            message = f'Container image "{spec_image}" is not present with pull policy of Never'
+            klog.warning(message, pod=pod_ref, container=container.name)
+            raise ImagePullError(ERR_IMAGE_NEVER_PULL, message)
+
+        uid = (meta.uid if meta else None) or ""
+        backoff_key = f"{uid}_{spec_image}"
+        if self.backoff.is_in_backoff_since_update(backoff_key):
+            message = f'Back-off pulling image "{spec_image}"'
+            previous = self._last_error.get(backoff_key)
+            if previous:
+                message = f"{message}: {ERR_IMAGE_PULL}: {previous}"
+            klog.info("Back-off pulling image", pod=pod_ref, image=spec_image)
+            raise ImagePullError(IMAGE_PULL_BACKOFF, message)
+
+        klog.info("Pulling image", pod=pod_ref, image=spec_image)
+        started = time.monotonic()
+        try:
+            image_ref = await self._pull(image, pull_secrets, sandbox_config)
+        except Exception as err:
+            message = str(err) or type(err).__name__
+            klog.warning("Failed to pull image", pod=pod_ref, image=spec_image, err=message)
+            self.backoff.next(backoff_key)
+            self._last_error[backoff_key] = message
+            raise ImagePullError(ERR_IMAGE_PULL, message) from err
+        klog.info("Successfully pulled image", pod=pod_ref, image=spec_image,
+                  duration=f"{time.monotonic() - started:.3f}s")
+        self._last_error.pop(backoff_key, None)
+        self.backoff.gc()
+        return image_ref
+
+    async def _pull(self, image: str, pull_secrets: Sequence[Any],
+                    sandbox_config: api_pb2.PodSandboxConfig | None) -> str:
+        if not self._limiter.try_accept():
+            raise PullThrottledError()
+        if self._pull_slots is None:
+            return await self._pull_with_credentials(image, pull_secrets, sandbox_config)
+        async with self._pull_slots:
+            return await self._pull_with_credentials(image, pull_secrets, sandbox_config)
+
+    async def _pull_with_credentials(self, image: str, pull_secrets: Sequence[Any],
+                                     sandbox_config: api_pb2.PodSandboxConfig | None) -> str:
+        auths = lookup_credentials(image, credentials_from_pull_secrets(pull_secrets))
+        if not auths:
+            return await self._images.pull_image(image, None, sandbox_config)
+        failures: list[str] = []
+        for auth in auths:
+            try:
+                return await self._images.pull_image(image, auth, sandbox_config)
+            except Exception as err:
+                failures.append(str(err))
+        raise PullWithCredentialsError(failures)
+
+
+__all__ = [
+    "ERR_IMAGE_NEVER_PULL",
+    "ERR_IMAGE_PULL",
+    "IMAGE_INSPECT_ERROR",
+    "IMAGE_PULL_BACKOFF",
+    "INVALID_IMAGE_NAME",
+    "ImageManager",
+    "ImagePullError",
+    "ImageReference",
+    "ImageService",
+    "RegistryCredential",
+    "TokenBucket",
+    "apply_default_tag",
+    "credentials_from_pull_secrets",
+    "default_pull_policy",
+    "lookup_credentials",
+    "parse_image_reference",
+    "should_pull_image",
+]

@@ -1,0 +1,379 @@
+"""The runtime manager against the real containerd: pods start, restart, stop and are adopted.
+
+Each test drives ``KubeGenericRuntimeManager`` the way the pod workers do
+(read the status, sync, repeat) and checks what a user would see in the pod's
+status: states, restart counts, reasons, termination messages, IPs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cri_api.v1 import api_pb2
+from kubernetes_asyncio.client import V1Pod
+
+from pykubelet.api import pod_from_dict
+from pykubelet.container import ContainerState, PodStatus, PodSyncResult
+from pykubelet.cri.image import RemoteImageService
+from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.kuberuntime import (
+    KubeGenericRuntimeManager,
+    RuntimeManagerOptions,
+    compute_pod_actions,
+)
+from pykubelet.kuberuntime.manager import running_pod_from_status
+from pykubelet.util.backoff import Backoff
+from tests.testbed import POD_SUBNET, Testbed
+
+pytestmark = pytest.mark.containerd
+
+WAIT_SECONDS = 30.0
+RUNNING, EXITED = ContainerState.RUNNING, ContainerState.EXITED
+
+
+class Node:
+    """A runtime manager on the testbed, plus the pods to clean up after the test."""
+
+    def __init__(self, testbed: Testbed, base: Path) -> None:
+        self.testbed = testbed
+        self.options = RuntimeManagerOptions(
+            root_dir=str(base / "root"), pod_logs_dir=str(base / "pod-logs"),
+            container_logs_dir=str(base / "container-logs"), node_name="node-1")
+        self.pods: list[V1Pod] = []
+        self.services: list[RemoteRuntimeService | RemoteImageService] = []
+        self.manager = self.new_manager()
+
+    def new_manager(self, backoff: Backoff | None = None) -> KubeGenericRuntimeManager:
+        runtime = RemoteRuntimeService(self.testbed.endpoint)
+        images = RemoteImageService(self.testbed.endpoint)
+        self.services += [runtime, images]
+        return KubeGenericRuntimeManager(runtime, images, self.options, backoff=backoff)
+
+    def pod(self, containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None,
+            **spec: Any) -> V1Pod:
+        uid = secrets.token_hex(8)
+
+        def defaulted(container: dict[str, Any]) -> dict[str, Any]:
+            # What the API server's defaulting would add to a container.
+            return {"image": self.testbed.busybox_image, "imagePullPolicy": "IfNotPresent",
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File", **container}
+
+        body: dict[str, Any] = {"containers": [defaulted(c) for c in containers],
+                                "terminationGracePeriodSeconds": 2, **spec}
+        if init:
+            body["initContainers"] = [defaulted(c) for c in init]
+        pod = pod_from_dict({"metadata": {"name": f"p-{uid[:6]}", "namespace": "default",
+                                          "uid": uid}, "spec": body})
+        self.pods.append(pod)
+        return pod
+
+    async def status(self, pod: V1Pod, manager: KubeGenericRuntimeManager | None = None
+                     ) -> PodStatus:
+        return await (manager or self.manager).get_pod_status(
+            pod.metadata.uid, pod.metadata.name, pod.metadata.namespace)
+
+    async def sync(self, pod: V1Pod) -> PodSyncResult:
+        return await self.manager.sync_pod(pod, await self.status(pod))
+
+    async def wait_for(self, pod: V1Pod, condition: Callable[[PodStatus], bool],
+                       what: str) -> PodStatus:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            status = await self.status(pod)
+            if condition(status):
+                return status
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: {status}")
+            await asyncio.sleep(0.2)
+
+    async def wait_exited(self, pod: V1Pod, name: str, restart_count: int) -> PodStatus:
+        def exited(status: PodStatus) -> bool:
+            latest = status.find_container_status(name)
+            return (latest is not None and latest.state == EXITED
+                    and latest.restart_count == restart_count)
+        return await self.wait_for(pod, exited, f"{name} run {restart_count} to exit")
+
+    async def cleanup(self) -> None:
+        for pod in self.pods:
+            status = await self.status(pod)
+            await self.manager.kill_pod(pod, running_pod_from_status(
+                status, self.manager.runtime_type), grace_period_override=0)
+            await self.manager.remove_pod(pod.metadata.uid)
+        for service in self.services:
+            await service.close()
+
+
+@pytest.fixture
+async def node(testbed: Testbed, tmp_path: Path) -> AsyncIterator[Node]:
+    node = Node(testbed, tmp_path)
+    try:
+        yield node
+    finally:
+        await node.cleanup()
+
+
+def sh(name: str, script: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "command": ["sh", "-c", script], **extra}
+
+
+def all_running(*names: str) -> Callable[[PodStatus], bool]:
+    def check(status: PodStatus) -> bool:
+        return all((s := status.find_container_status(n)) is not None and s.state == RUNNING
+                   for n in names)
+    return check
+
+
+async def test_two_container_pod_runs_with_an_ip_from_the_pod_network(node: Node) -> None:
+    pod = node.pod([sh("web", "sleep 3600"), sh("helper", "sleep 3600")])
+
+    result = await node.sync(pod)
+
+    assert result.error() is None, result.error()
+    status = await node.status(pod)
+    assert {s.name: s.state for s in status.container_statuses} == {
+        "web": RUNNING, "helper": RUNNING}
+    assert all(s.restart_count == 0 for s in status.container_statuses)
+    assert status.ips and ipaddress.ip_address(status.ips[0]) in POD_SUBNET
+    assert len(status.sandbox_statuses) == 1
+    assert status.sandbox_statuses[0].state == api_pb2.SANDBOX_READY
+    # Nothing left to do for the next sync.
+    assert compute_pod_actions(pod, status).is_noop()
+    # The runtime writes each container's output where the kubelet says.
+    log_dir = Path(node.options.pod_logs_dir) / f"default_{pod.metadata.name}_{pod.metadata.uid}"
+    assert (log_dir / "web" / "0.log").exists()
+
+
+@pytest.mark.parametrize(("policy", "exit_code", "restarts"), [
+    ("Always", 0, True), ("Always", 1, True),
+    ("OnFailure", 0, False), ("OnFailure", 1, True),
+    ("Never", 0, False), ("Never", 1, False),
+])
+async def test_restart_policy_and_exit_code_decide_restarts(
+        node: Node, policy: str, exit_code: int, restarts: bool) -> None:
+    # A fast back-off keeps the test short; the real 10s delay has its own test.
+    node.manager = node.new_manager(backoff=Backoff(0.1, 0.2, time.time))
+    pod = node.pod([sh("job", f"sleep 0.3; exit {exit_code}")], restartPolicy=policy)
+
+    for run in range(3):
+        assert (await node.sync(pod)).error() is None
+        status = await node.wait_exited(pod, "job", run if restarts else 0)
+        await asyncio.sleep(0.3)  # past the back-off
+    assert (await node.sync(pod)).error() is None
+
+    status = await node.status(pod)
+    latest = status.find_container_status("job")
+    assert latest is not None
+    if restarts:
+        assert latest.restart_count >= 3
+        assert len(status.statuses_of("job")) >= 2  # the previous run is kept for lastState
+    else:
+        assert latest.restart_count == 0 and latest.state == EXITED
+        assert latest.exit_code == exit_code
+        assert latest.reason == ("Completed" if exit_code == 0 else "Error")
+        # A pod that is done gets its sandbox stopped.
+        assert status.sandbox_statuses[0].state == api_pb2.SANDBOX_NOTREADY
+        assert not status.ips
+
+
+async def test_second_quick_failure_reports_crash_loop_back_off(node: Node) -> None:
+    pod = node.pod([sh("crash", "exit 1")])
+
+    assert (await node.sync(pod)).error() is None
+    await node.wait_exited(pod, "crash", 0)
+    assert (await node.sync(pod)).error() is None  # first restart is immediate
+    await node.wait_exited(pod, "crash", 1)
+
+    result = await node.sync(pod)
+
+    failed = [r for r in result.results if r.error is not None]
+    assert len(failed) == 1
+    assert (failed[0].action, failed[0].target, failed[0].reason) == (
+        "StartContainer", "crash", "CrashLoopBackOff")
+    assert failed[0].message == (f"back-off 10s restarting failed container=crash "
+                                 f"pod={pod.metadata.name}_default({pod.metadata.uid})")
+    latest = (await node.status(pod)).find_container_status("crash")
+    assert latest is not None and latest.restart_count == 1 and latest.state == EXITED
+
+
+async def test_missing_image_is_reported_in_the_start_result(node: Node) -> None:
+    pod = node.pod([sh("never", "true", image="pykubelet.local/missing:1",
+                       imagePullPolicy="Never"),
+                    sh("pull", "true", image="pykubelet.local/missing:1",
+                       imagePullPolicy="IfNotPresent")])
+
+    first = await node.sync(pod)
+    second = await node.sync(pod)
+
+    def reasons(result: PodSyncResult) -> dict[str, str]:
+        return {r.target: r.reason for r in result.results if r.action == "StartContainer"}
+    assert reasons(first) == {"never": "ErrImageNeverPull", "pull": "ErrImagePull"}
+    assert reasons(second) == {"never": "ErrImageNeverPull", "pull": "ImagePullBackOff"}
+    assert (await node.status(pod)).container_statuses == []
+
+
+async def test_init_containers_run_one_after_another_before_the_app(node: Node) -> None:
+    pod = node.pod(
+        [sh("app", "echo app-started; sleep 3600")],
+        init=[sh("first", "echo first-done > /dev/termination-log"),
+              sh("second", "echo second-done > /dev/termination-log; echo from-second")])
+
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        result = await node.sync(pod)
+        assert result.error() is None, result.error()
+        status = await node.status(pod)
+        if all_running("app")(status):
+            break
+        assert time.monotonic() < deadline, status
+        await asyncio.sleep(0.3)
+
+    first = status.find_container_status("first")
+    second = status.find_container_status("second")
+    app = status.find_container_status("app")
+    assert first is not None and second is not None and app is not None
+    assert (first.state, first.exit_code, first.message) == (EXITED, 0, "first-done\n")
+    assert (second.state, second.exit_code, second.message) == (EXITED, 0, "second-done\n")
+    assert first.finished_at <= second.started_at
+    assert second.finished_at <= app.started_at
+    log_dir = Path(node.options.pod_logs_dir) / f"default_{pod.metadata.name}_{pod.metadata.uid}"
+    assert "from-second" in (log_dir / "second" / "0.log").read_text()
+
+
+async def test_failed_init_container_with_restart_policy_never_fails_the_pod(node: Node) -> None:
+    pod = node.pod([sh("app", "sleep 3600")], init=[sh("setup", "exit 7")],
+                   restartPolicy="Never")
+
+    assert (await node.sync(pod)).error() is None
+    await node.wait_exited(pod, "setup", 0)
+    assert (await node.sync(pod)).error() is None
+
+    status = await node.status(pod)
+    assert status.find_container_status("app") is None  # never started
+    setup = status.find_container_status("setup")
+    assert setup is not None and setup.exit_code == 7 and setup.restart_count == 0
+    assert status.sandbox_statuses[0].state == api_pb2.SANDBOX_NOTREADY
+
+
+async def test_sidecar_runs_beside_the_app_and_is_restarted(node: Node) -> None:
+    pod = node.pod([sh("app", "sleep 3600")],
+                   init=[sh("proxy", "sleep 1; exit 1", restartPolicy="Always"),
+                         sh("setup", "true")])
+
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        assert (await node.sync(pod)).error() is None
+        status = await node.status(pod)
+        app = status.find_container_status("app")
+        proxy = status.find_container_status("proxy")
+        if app is not None and proxy is not None and proxy.restart_count >= 1:
+            break
+        assert time.monotonic() < deadline, status
+        await asyncio.sleep(0.3)
+    setup = status.find_container_status("setup")
+    first_proxy = status.statuses_of("proxy")[-1]
+    assert setup is not None and setup.exit_code == 0
+    # setup only started once the sidecar was running.
+    assert first_proxy.started_at <= setup.started_at
+    assert app.state == RUNNING
+
+
+async def test_termination_message_falls_back_to_the_log_on_error(node: Node) -> None:
+    pod = node.pod([sh("job", "echo line-1; echo boom; exit 3",
+                       terminationMessagePolicy="FallbackToLogsOnError")],
+                   restartPolicy="Never")
+
+    assert (await node.sync(pod)).error() is None
+    status = await node.wait_exited(pod, "job", 0)
+
+    job = status.find_container_status("job")
+    assert job is not None and job.exit_code == 3
+    assert job.message == "line-1\nboom\n"
+
+
+async def test_kill_pod_stops_a_container_that_ignores_sigterm_after_the_grace_period(
+        node: Node) -> None:
+    pod = node.pod([sh("stubborn", "trap '' TERM; while true; do sleep 0.1; done"),
+                    sh("polite", "sleep 3600")])
+    assert (await node.sync(pod)).error() is None
+    status = await node.wait_for(pod, all_running("stubborn", "polite"), "containers to run")
+
+    started = time.monotonic()
+    await node.manager.kill_pod(pod, running_pod_from_status(status, node.manager.runtime_type))
+    elapsed = time.monotonic() - started
+
+    assert 2.0 <= elapsed < 10.0
+    status = await node.status(pod)
+    stubborn = status.find_container_status("stubborn")
+    assert stubborn is not None and stubborn.state == EXITED and stubborn.exit_code == 137
+    assert all(s.state == EXITED for s in status.container_statuses)
+    assert status.sandbox_statuses[0].state == api_pb2.SANDBOX_NOTREADY
+
+
+async def test_changed_container_spec_is_restarted(node: Node) -> None:
+    pod = node.pod([sh("web", "sleep 3600")])
+    assert (await node.sync(pod)).error() is None
+    before = await node.wait_for(pod, all_running("web"), "web to run")
+
+    pod.spec.containers[0].command = ["sh", "-c", "echo v2; sleep 3600"]
+    result = await node.manager.sync_pod(pod, before)
+
+    assert result.error() is None
+    assert [r.action for r in result.results if r.target == "web"] == [
+        "KillContainer", "StartContainer"]
+    after = await node.wait_for(pod, all_running("web"), "new web to run")
+    web = after.find_container_status("web")
+    assert web is not None and web.restart_count == 1
+    assert web.id != before.find_container_status("web").id  # type: ignore[union-attr]
+
+
+async def test_new_manager_adopts_running_pods_with_their_restart_counts(node: Node) -> None:
+    pod = node.pod([sh("app", "sleep 3600"), sh("flaky", "sleep 3600")])
+    assert (await node.sync(pod)).error() is None
+    status = await node.wait_for(pod, all_running("app", "flaky"), "containers to run")
+    # Make "flaky" exit once so it has a restart to remember.
+    flaky = status.find_container_status("flaky")
+    assert flaky is not None
+    await node.manager.runtime_service.stop_container(flaky.id.id, 0)
+    assert (await node.sync(pod)).error() is None
+    status = await node.wait_for(pod, all_running("app", "flaky"), "flaky to restart")
+
+    restarted_kubelet = node.new_manager()
+    adopted = await node.status(pod, restarted_kubelet)
+    listed = {p.id: p for p in await restarted_kubelet.get_pods(all_pods=False)}
+
+    assert pod.metadata.uid in listed
+    assert {c.id for c in listed[pod.metadata.uid].containers} == {
+        s.id for s in status.container_statuses if s.state == RUNNING}
+    assert [(s.id, s.restart_count) for s in adopted.container_statuses] == [
+        (s.id, s.restart_count) for s in status.container_statuses]
+    assert adopted.find_container_status("flaky").restart_count == 1  # type: ignore[union-attr]
+    assert adopted.ips == status.ips
+    assert compute_pod_actions(pod, adopted).is_noop()
+    result = await restarted_kubelet.sync_pod(pod, adopted)
+    assert result.error() is None
+    assert [r.action for r in result.results] == ["ConfigPodSandbox"]  # nothing started/killed
+
+
+async def test_remove_pod_leaves_nothing_behind(node: Node) -> None:
+    pod = node.pod([sh("web", "echo hi; sleep 3600")])
+    assert (await node.sync(pod)).error() is None
+    status = await node.wait_for(pod, all_running("web"), "web to run")
+    log_dir = Path(node.options.pod_logs_dir) / f"default_{pod.metadata.name}_{pod.metadata.uid}"
+    links = os.listdir(node.options.container_logs_dir)
+    assert any(link.startswith(f"{pod.metadata.name}_default_web-") for link in links)
+
+    await node.manager.kill_pod(pod, running_pod_from_status(status, node.manager.runtime_type))
+    await node.manager.remove_pod(pod.metadata.uid)
+
+    assert pod.metadata.uid not in {p.id for p in await node.manager.get_pods(all_pods=True)}
+    assert not log_dir.exists()
+    assert not os.listdir(node.options.container_logs_dir)

@@ -1,0 +1,335 @@
+"""Static pod sources against real files (inotify) and a real local HTTP server.
+
+No containerd is needed: these tests follow a manifest from disk (or from a
+URL) to the ``SET`` update a source sends, the way an operator would see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from pykubelet.sources.file import StaticPodFileSource
+from pykubelet.sources.http import StaticPodURLSource
+from pykubelet.sources.podupdate import PodOperation, PodUpdate
+
+NODE = "node-1"
+
+
+def manifest(name: str, image: str = "busybox:1.36") -> str:
+    return (f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n"
+            f"  - name: main\n    image: {image}\n")
+
+
+def pod_json(name: str, image: str = "busybox:1.36") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": image}]}}
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    # Attach directly: klog.setup() may have turned propagation to the root logger off.
+    logger = logging.getLogger("pykubelet")
+    logger.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, logger="pykubelet")
+    try:
+        yield caplog
+    finally:
+        logger.removeHandler(caplog.handler)
+
+
+def names(update: PodUpdate) -> list[str]:
+    return sorted(p.metadata.name for p in update.pods)
+
+
+async def next_update(queue: asyncio.Queue[PodUpdate],
+                      until: Callable[[PodUpdate], bool] = lambda u: True,
+                      timeout: float = 5.0) -> PodUpdate:
+    """The first update satisfying ``until`` (sources may repeat themselves in between)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError("no matching pod update arrived in time")
+        update = await asyncio.wait_for(queue.get(), remaining)
+        assert update.op == PodOperation.SET
+        if until(update):
+            return update
+
+
+class RunningSource:
+    def __init__(self, source: StaticPodFileSource | StaticPodURLSource) -> None:
+        self.source = source
+        self.task = asyncio.create_task(source.run())
+
+    async def close(self) -> None:
+        self.source.stop()
+        await asyncio.wait_for(self.task, 5)
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Callable[[Any], RunningSource]]:
+    started: list[RunningSource] = []
+
+    def start(source: Any) -> RunningSource:
+        runner = RunningSource(source)
+        started.append(runner)
+        return runner
+
+    yield start
+    for runner in started:
+        await runner.close()
+
+
+# --- file source ---------------------------------------------------------------------------------
+
+async def test_directory_sends_good_pods_and_logs_the_bad_file(
+        tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    (tmp_path / "a.yaml").write_text(manifest("alpha"))
+    (tmp_path / "b.json").write_text(json.dumps(pod_json("beta")))
+    (tmp_path / "c.yaml").write_text(manifest("gamma", image=""))
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
+
+    first = await next_update(updates)
+    assert names(first) == ["alpha-node-1", "beta-node-1"]
+    assert all(p.spec.node_name == NODE for p in first.pods)
+    assert first.source == "file"
+    bad = [r.getMessage() for r in logs.records if r.levelno == logging.ERROR]
+    assert any("c.yaml" in line and "spec.containers[0].image: Required value" in line
+               for line in bad), bad
+
+
+async def test_edit_is_seen_through_inotify_within_a_second(tmp_path: Path, running: Any) -> None:
+    path = tmp_path / "web.yaml"
+    path.write_text(manifest("web"))
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
+    first = await next_update(updates, lambda u: bool(u.pods))
+    old_uid = first.pods[0].metadata.uid
+    await asyncio.sleep(0.3)  # let the watch settle before editing
+
+    started = time.monotonic()
+    path.write_text(manifest("web", image="busybox:1.37"))
+    edited = await next_update(
+        updates, lambda u: bool(u.pods) and u.pods[0].metadata.uid != old_uid, timeout=3)
+    assert time.monotonic() - started < 1.5
+    assert edited.pods[0].spec.containers[0].image == "busybox:1.37"
+
+
+async def test_breaking_a_manifest_drops_its_pod_and_says_why(
+        tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    (tmp_path / "web.yaml").write_text(manifest("web"))
+    (tmp_path / "db.yaml").write_text(manifest("db"))
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
+    await next_update(updates, lambda u: names(u) == ["db-node-1", "web-node-1"])
+    await asyncio.sleep(0.3)
+
+    (tmp_path / "web.yaml").write_text(manifest("web").replace("containers:", "containers: 7"))
+    await next_update(updates, lambda u: names(u) == ["db-node-1"], timeout=3)
+    assert any("web.yaml" in r.getMessage() and r.levelno == logging.ERROR
+               for r in logs.records)
+
+
+async def test_new_and_deleted_files(tmp_path: Path, running: Any) -> None:
+    (tmp_path / "keep.yaml").write_text(manifest("keep"))
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
+    await next_update(updates, lambda u: names(u) == ["keep-node-1"])
+    await asyncio.sleep(0.3)
+
+    (tmp_path / "extra.yaml").write_text(manifest("extra"))
+    await next_update(updates, lambda u: names(u) == ["extra-node-1", "keep-node-1"], timeout=3)
+    (tmp_path / "extra.yaml").unlink()
+    await next_update(updates, lambda u: names(u) == ["keep-node-1"], timeout=3)
+
+
+async def test_hidden_swap_and_non_regular_entries_are_ignored(
+        tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    (tmp_path / "real.yaml").write_text(manifest("real"))
+    (tmp_path / ".hidden.yaml").write_text(manifest("hidden"))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "nested.yaml").write_text(manifest("nested"))
+    os.mkfifo(tmp_path / "pipe")  # reading it would block forever if it were not skipped
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
+    assert names(await next_update(updates)) == ["real-node-1"]
+    await asyncio.sleep(0.3)
+
+    # An editor's swap file changing must not produce a pod or even an update.
+    (tmp_path / ".real.yaml.swp").write_text(manifest("swap"))
+    with pytest.raises((TimeoutError, AssertionError)):
+        await next_update(updates, timeout=1)
+    assert "Not recursing into manifest path" in logs.text
+
+
+async def test_single_file_path_follows_an_atomic_replace(tmp_path: Path, running: Any) -> None:
+    path = tmp_path / "only.yaml"
+    path.write_text(manifest("only"))
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(path), NODE, updates, check_frequency=60))
+    first = await next_update(updates, lambda u: bool(u.pods))
+    await asyncio.sleep(0.3)
+
+    replacement = tmp_path / ".only.yaml.tmp"
+    replacement.write_text(manifest("only", image="busybox:1.37"))
+    os.replace(replacement, path)
+    edited = await next_update(
+        updates, lambda u: bool(u.pods) and u.pods[0].metadata.uid != first.pods[0].metadata.uid,
+        timeout=3)
+    assert edited.pods[0].spec.containers[0].image == "busybox:1.37"
+
+
+async def test_missing_directory_sends_empty_set_then_picks_up_when_created(
+        tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    path = tmp_path / "manifests"
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(path), NODE, updates, check_frequency=60))
+    assert (await next_update(updates)).pods == []
+    assert "path does not exist, ignoring" in logs.text
+
+    path.mkdir()
+    (path / "late.yaml").write_text(manifest("late"))
+    await next_update(updates, lambda u: names(u) == ["late-node-1"], timeout=4)
+
+
+async def test_periodic_reread_catches_what_the_watch_cannot(tmp_path: Path,
+                                                             running: Any) -> None:
+    target = tmp_path / "elsewhere.yaml"
+    target.write_text(manifest("linked"))
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "linked.yaml").symlink_to(target)
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(manifests), NODE, updates, check_frequency=0.5))
+    first = await next_update(updates, lambda u: bool(u.pods))
+
+    # Editing a symlink's target raises no event in the watched directory.
+    target.write_text(manifest("linked", image="busybox:1.37"))
+    await next_update(
+        updates, lambda u: bool(u.pods) and u.pods[0].metadata.uid != first.pods[0].metadata.uid,
+        timeout=3)
+
+
+# --- URL source ----------------------------------------------------------------------------------
+
+class ManifestServer:
+    """A local HTTP server whose answer the test changes between polls."""
+
+    def __init__(self) -> None:
+        self.body: bytes = b""
+        self.status = 200
+        self.required_header: tuple[str, str] | None = None
+        self.requests = 0
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        if self.required_header is not None:
+            name, value = self.required_header
+            if value not in request.headers.getall(name, []):
+                return web.Response(status=403, text="missing header")
+        return web.Response(status=self.status, body=self.body)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/pods", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}/pods"
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ManifestServer]:
+    manifest_server = ManifestServer()
+    await manifest_server.start()
+    yield manifest_server
+    await manifest_server.stop()
+
+
+async def test_url_serving_a_single_yaml_pod(server: ManifestServer, running: Any) -> None:
+    server.body = manifest("remote").encode()
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodURLSource(server.url, {}, NODE, updates, check_frequency=0.2))
+    update = await next_update(updates)
+    assert names(update) == ["remote-node-1"]
+    assert update.source == "http"
+    # The same body again sends nothing new.
+    polls = server.requests
+    with pytest.raises((TimeoutError, AssertionError)):
+        await next_update(updates, timeout=0.7)
+    assert server.requests > polls
+
+
+async def test_url_serving_a_pod_list_with_a_required_header(server: ManifestServer,
+                                                             running: Any) -> None:
+    server.required_header = ("X-Node-Token", "secret")
+    server.body = json.dumps({"apiVersion": "v1", "kind": "PodList",
+                              "items": [pod_json("one"), pod_json("two")]}).encode()
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodURLSource(server.url, {"X-Node-Token": ["other", "secret"]}, NODE, updates,
+                               check_frequency=0.2))
+    assert names(await next_update(updates)) == ["one-node-1", "two-node-1"]
+
+
+async def test_url_without_the_header_is_refused_and_sends_nothing(
+        server: ManifestServer, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    server.required_header = ("X-Node-Token", "secret")
+    server.body = manifest("remote").encode()
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodURLSource(server.url, {}, NODE, updates, check_frequency=0.2))
+    with pytest.raises((TimeoutError, AssertionError)):
+        await next_update(updates, timeout=0.7)
+    assert "403" in logs.text
+
+
+async def test_failing_server_keeps_the_previous_pods(
+        server: ManifestServer, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    server.body = manifest("stable").encode()
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodURLSource(server.url, {}, NODE, updates, check_frequency=0.2))
+    assert names(await next_update(updates)) == ["stable-node-1"]
+
+    server.status = 500
+    server.body = b"boom"
+    await asyncio.sleep(0.7)
+    server.status = 200
+    server.body = b"apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec: {containers: []}\n"
+    await asyncio.sleep(0.7)
+    assert updates.empty(), "a failing or bad answer must not replace the pods"
+    assert "500" in logs.text
+    assert "spec.containers: Required value" in logs.text
+
+    server.body = manifest("stable", image="busybox:1.37").encode()
+    recovered = await next_update(updates, timeout=2)
+    assert recovered.pods[0].spec.containers[0].image == "busybox:1.37"
+    assert "Successfully read pods from URL" in logs.text
+
+
+async def test_empty_body_clears_the_pods(server: ManifestServer, running: Any) -> None:
+    server.body = manifest("going").encode()
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodURLSource(server.url, {}, NODE, updates, check_frequency=0.2))
+    assert names(await next_update(updates)) == ["going-node-1"]
+    server.body = b""
+    assert (await next_update(updates, timeout=2)).pods == []
+    server.body = manifest("going").encode()
+    assert names(await next_update(updates, lambda u: bool(u.pods), timeout=2)) == ["going-node-1"]
