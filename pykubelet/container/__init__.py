@@ -231,3 +231,7 @@ class Runtime(Protocol):
                        grace_period_override: int | None = None) -> None:
         """Stop every container and sandbox of ``running``, honouring grace periods."""
         ...
+
+    async def remove_pod(self, uid: str) -> None:
+        """Remove every exited container and sandbox of a pod no source wants any more."""
+        ...

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from pykubelet.cmd.options import KubeletServer
@@ -96,7 +96,7 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
     ))
-    await runtime.version()
+    await runtime.initialize()
 
     cache = PodCache()
     pleg = GenericPLEG(runtime, cache)
@@ -138,7 +138,7 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
 
     tasks: list[asyncio.Task[Any]] = []
 
-    def spawn(name: str, work: Callable[[], Awaitable[Any]]) -> None:
+    def spawn(name: str, work: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         tasks.append(asyncio.create_task(work(), name=name))
 
     spawn("runtime-up", lambda: update_runtime_up_forever(runtime, runtime_state))

@@ -19,18 +19,12 @@ from dataclasses import dataclass, field
 
 from kubernetes_asyncio.client import V1Pod, V1PodStatus
 
-from pykubelet.container import (
-    Container,
-    ContainerID,
-    ContainerState,
-    Pod,
-    PodStatus,
-    Runtime,
-)
+from pykubelet.container import ContainerState, Pod, PodStatus, Runtime
 from pykubelet.container.cache import PodCache
 from pykubelet.kubelet.pod_manager import PodManager, pod_uid
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.kubelet.sync_loop import ProbeUpdate
+from pykubelet.kuberuntime.manager import running_pod_from_status
 from pykubelet.podworkers import KillPodOptions, PodWorkers, SyncPodType, UpdatePodOptions
 from pykubelet.status import ReasonCache, StatusManager, generate_api_pod_status
 from pykubelet.util import klog
@@ -249,7 +243,7 @@ class Kubelet:
             if any(c.state == ContainerState.RUNNING for c in runtime_pod.containers):
                 continue
             klog.v(2).info("Removing terminated pod from the runtime", podUID=uid)
-            await self.runtime.remove_pod(uid)  # type: ignore[attr-defined]
+            await self.runtime.remove_pod(uid)
             self.cache.delete(uid)
 
         await asyncio.to_thread(self._remove_orphaned_pod_dirs, set(desired))
@@ -278,23 +272,6 @@ class Kubelet:
                 pod.status = status
             pods.append(pod)
         return pods
-
-
-def running_pod_from_status(status: PodStatus, runtime_type: str) -> Pod:
-    """The running part of a pod status, as upstream ``ConvertPodStatusToRunningPod``."""
-    pod = Pod(id=status.id, name=status.name, namespace=status.namespace)
-    for container in status.container_statuses:
-        if container.state != ContainerState.RUNNING:
-            continue
-        pod.containers.append(Container(
-            id=container.id, name=container.name, image=container.image,
-            image_id=container.image_id, image_ref=container.image_ref, hash=container.hash,
-            state=container.state))
-    for sandbox in status.sandbox_statuses:
-        pod.sandboxes.append(Container(
-            id=ContainerID(runtime_type, sandbox.id), name=sandbox.metadata.name,
-            state=ContainerState.RUNNING if sandbox.state == 0 else ContainerState.EXITED))
-    return pod
 
 
 def _creation_key(pod: V1Pod) -> float:

@@ -319,10 +319,11 @@ class KubeGenericRuntimeManager:
 
         pod_ips = list(status.ips)
         sandbox_id = actions.sandbox_id
+        sandbox_config: api_pb2.PodSandboxConfig | None = None
         if actions.create_sandbox:
             created = result.add(SyncResult(CREATE_POD_SANDBOX, pod_desc(pod)))
             try:
-                sandbox_id, _ = await self.sandboxes.create(pod, actions.attempt)
+                sandbox_id, sandbox_config = await self.sandboxes.create(pod, actions.attempt)
             except SandboxCreateError as err:
                 created.fail(err, ERR_CREATE_POD_SANDBOX, err.message)
                 return result
@@ -344,7 +345,8 @@ class KubeGenericRuntimeManager:
 
         configured = result.add(SyncResult(CONFIG_POD_SANDBOX, sandbox_id))
         try:
-            sandbox_config = self.sandboxes.config(pod, actions.attempt)
+            # Containers are created with the config their sandbox has (same attempt).
+            config = sandbox_config or self.sandboxes.config(pod, actions.attempt)
         except Exception as err:
             configured.fail(err, ERR_CONFIG_POD_SANDBOX,
                             f'GeneratePodSandboxConfig for pod "{pod_desc(pod)}" failed: {err}')
@@ -363,7 +365,7 @@ class KubeGenericRuntimeManager:
             klog.v(4).info("Creating container in pod", containerType=kind,
                            container=container.name, pod=pod_desc(pod))
             try:
-                await self.containers.start(sandbox_id, sandbox_config, container, pod, status,
+                await self.containers.start(sandbox_id, config, container, pod, status,
                                             pod_ips, pull_secrets)
             except ContainerStartError as err:
                 started.fail(err, err.reason, err.message)

@@ -38,15 +38,15 @@ class KubeletProcess:
     """One pykubelet with its own root, log dir, manifests dir and ports."""
 
     def __init__(self, base: Path, endpoint: str, extra_config: dict[str, Any] | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, ports: tuple[int, int] | None = None
+                 ) -> None:
         self.base = base
         self.endpoint = endpoint
         self.manifests = base / "manifests"
         self.root = base / "root"
         self.logs_dir = base / "pod-logs"
         self.log_file = base / "kubelet.log"
-        self.read_only_port = free_port()
-        self.healthz_port = free_port()
+        self.read_only_port, self.healthz_port = ports or (free_port(), free_port())
         self.manifests.mkdir(parents=True, exist_ok=True)
         config: dict[str, Any] = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",

@@ -377,3 +377,71 @@ async def test_remove_pod_leaves_nothing_behind(node: Node) -> None:
     assert pod.metadata.uid not in {p.id for p in await node.manager.get_pods(all_pods=True)}
     assert not log_dir.exists()
     assert not os.listdir(node.options.container_logs_dir)
+
+
+async def test_kill_after_kubelet_restart_uses_the_grace_period_recorded_on_the_container(
+        node: Node) -> None:
+    pod = node.pod([sh("stubborn", "trap '' TERM; while true; do sleep 0.1; done")],
+                   terminationGracePeriodSeconds=4)
+    assert (await node.sync(pod)).error() is None
+    await node.wait_for(pod, all_running("stubborn"), "stubborn to run")
+    restarted_kubelet = node.new_manager()
+    running = next(p for p in await restarted_kubelet.get_pods(all_pods=False)
+                   if p.id == pod.metadata.uid)
+
+    started = time.monotonic()
+    await restarted_kubelet.kill_pod(None, running)  # the pod spec is gone
+    elapsed = time.monotonic() - started
+
+    assert 4.0 <= elapsed < 12.0
+    status = await node.status(pod)
+    assert all(s.state == EXITED for s in status.container_statuses)
+    assert status.sandbox_statuses[0].state == api_pb2.SANDBOX_NOTREADY
+
+
+async def test_sidecar_is_stopped_only_after_the_app_container(node: Node) -> None:
+    pod = node.pod([sh("app", "trap '' TERM; while true; do sleep 0.1; done")],
+                   init=[sh("proxy", "trap 'exit 0' TERM; while true; do sleep 0.1; done",
+                            restartPolicy="Always")],
+                   terminationGracePeriodSeconds=3)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not all_running("proxy", "app")(status := await node.status(pod)):
+        assert (await node.manager.sync_pod(pod, status)).error() is None
+        assert time.monotonic() < deadline, status
+        await asyncio.sleep(0.2)
+
+    await node.manager.kill_pod(pod, running_pod_from_status(status, node.manager.runtime_type))
+
+    status = await node.status(pod)
+    app = status.find_container_status("app")
+    proxy = status.find_container_status("proxy")
+    assert app is not None and proxy is not None
+    assert app.exit_code == 137  # ignored SIGTERM, killed when its grace period ran out
+    assert proxy.exit_code == 0  # exited on SIGTERM, which came only after the app stopped
+    assert proxy.finished_at >= app.finished_at
+
+
+async def test_garbage_collection_removes_dead_pods_and_keeps_live_ones(node: Node) -> None:
+    dead = node.pod([sh("web", "sleep 3600")])
+    live = node.pod([sh("job", "exit 1")])
+    node.manager = node.new_manager(backoff=Backoff(0.1, 0.2, time.time))
+    assert (await node.sync(dead)).error() is None
+    for run in range(3):
+        assert (await node.sync(live)).error() is None
+        await node.wait_exited(live, "job", run)
+        await asyncio.sleep(0.3)
+    status = await node.wait_for(dead, all_running("web"), "web to run")
+    await node.manager.kill_pod(dead, running_pod_from_status(status, node.manager.runtime_type))
+    dead_logs = (Path(node.options.pod_logs_dir)
+                 / f"default_{dead.metadata.name}_{dead.metadata.uid}")
+    assert dead_logs.exists()
+
+    await node.manager.garbage_collect_dead({live.metadata.uid})
+
+    dead_status = await node.status(dead)
+    assert dead_status.container_statuses == [] and dead_status.sandbox_statuses == []
+    assert not dead_logs.exists()
+    live_status = await node.status(live)
+    # Only the newest finished run of the live pod's container is kept, and its sandbox.
+    assert [s.restart_count for s in live_status.container_statuses] == [2]
+    assert len(live_status.sandbox_statuses) == 1

@@ -238,9 +238,8 @@ def test_restart_adopts_running_pods(testbed: Testbed, tmp_path: Path) -> None:
         before = first.wait_for(
             lambda: (c := first.container_status("adopt", "c")).get("ready") and c, 60, "ready")
         first.stop(signal.SIGKILL)
-        second = KubeletProcess(tmp_path, testbed.endpoint)
-        second.read_only_port, second.healthz_port = first.read_only_port, first.healthz_port
-        second.config_path = first.config_path
+        second = KubeletProcess(tmp_path, testbed.endpoint,
+                                ports=(first.read_only_port, first.healthz_port))
         second.start()
         try:
             after = second.wait_for(

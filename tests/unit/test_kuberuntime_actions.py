@@ -1,4 +1,4 @@
-"""compute_pod_actions and the CrashLoopBackOff decision, on hand-built runtime statuses.
+"""compute_pod_actions, CrashLoopBackOff, grace periods and restart counts, without a runtime.
 
 Each case is a situation a user meets (a container exited, a spec edit, an init
 container failed, a sidecar crashed) and checks what the next sync would do.
@@ -7,11 +7,12 @@ container failed, a sidecar crashed) and checks what the next sync would do.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 from cri_api.v1 import api_pb2
-from kubernetes_asyncio.client import V1Pod
+from kubernetes_asyncio.client import V1Pod, V1Probe
 
 from pykubelet.api import pod_from_dict
 from pykubelet.container import ContainerID, ContainerState, ContainerStatus, PodStatus
@@ -23,6 +24,7 @@ from pykubelet.kuberuntime.actions import (
     compute_pod_actions,
     format_go_duration,
 )
+from pykubelet.kuberuntime.container import restart_count_from_log_dir, termination_grace_period
 from pykubelet.kuberuntime.hash import hash_container
 from pykubelet.util.backoff import Backoff
 
@@ -501,3 +503,36 @@ def test_never_exited_container_is_not_backed_off() -> None:
 ])
 def test_durations_print_like_go(seconds: float, text: str) -> None:
     assert format_go_duration(seconds) == text
+
+
+# --- kill grace periods and restart counts (rules the manager applies to these plans) -------
+
+
+def grace_pod(termination: int | None = None, deletion: int | None = None,
+              liveness_grace: int | None = None) -> V1Pod:
+    pod = make_pod(["a"])
+    pod.spec.termination_grace_period_seconds = termination
+    pod.metadata.deletion_grace_period_seconds = deletion
+    if liveness_grace is not None:
+        pod.spec.containers[0].liveness_probe = V1Probe(
+            termination_grace_period_seconds=liveness_grace)
+    return pod
+
+
+@pytest.mark.parametrize(("pod", "reason", "expected"), [
+    (grace_pod(), KillReason.NONE, 2),
+    (grace_pod(termination=30), KillReason.NONE, 30),
+    (grace_pod(termination=30, deletion=5), KillReason.NONE, 5),
+    (grace_pod(termination=30, liveness_grace=7), KillReason.LIVENESS_PROBE, 7),
+    (grace_pod(termination=30, liveness_grace=7), KillReason.NONE, 30),
+])
+def test_grace_period_comes_from_deletion_then_probe_then_pod(
+        pod: V1Pod, reason: KillReason, expected: int) -> None:
+    assert termination_grace_period(pod, pod.spec.containers[0], reason) == expected
+
+
+def test_restart_count_continues_from_log_files_when_the_runtime_forgot(tmp_path: Path) -> None:
+    assert restart_count_from_log_dir(str(tmp_path / "missing")) == 0
+    for name in ("0.log", "1.log", "3.log.20260101-000000", "notes.txt"):
+        (tmp_path / name).write_text("")
+    assert restart_count_from_log_dir(str(tmp_path)) == 4
