@@ -17,7 +17,6 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "kind",
     "apiVersion",
     "address",
-    "port",
     "readOnlyPort",
     "healthzBindAddress",
     "healthzPort",
@@ -35,11 +34,9 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "containerRuntimeEndpoint",
     "imageServiceEndpoint",
     "maxPods",
-    "featureGates",
     "clusterDNS",
     "clusterDomain",
     "resolvConf",
-    "cgroupDriver",
     "logging",
 })
 
