@@ -286,3 +286,33 @@ def test_sigterm_stops_the_kubelet_but_not_the_pods(testbed: Testbed, tmp_path: 
     finally:
         process.stop()
         remove_everything(testbed.endpoint)
+
+
+def test_restart_cleans_up_pods_whose_manifest_went_away(testbed: Testbed,
+                                                         tmp_path: Path) -> None:
+    first = KubeletProcess(tmp_path, testbed.endpoint)
+    first.start()
+    try:
+        keep = first.write_pod(busybox_pod("keep", [sleeper("c")], testbed.busybox_image))
+        gone = first.write_pod(busybox_pod("orphan", [sleeper("c")], testbed.busybox_image,
+                                           terminationGracePeriodSeconds=2))
+        first.wait_phase("keep", "Running")
+        first.wait_phase("orphan", "Running")
+        orphan_uid = first.pod("orphan")["metadata"]["uid"]  # type: ignore[index]
+        first.stop(signal.SIGKILL)
+        gone.unlink()
+        assert keep.exists()
+        second = KubeletProcess(tmp_path, testbed.endpoint,
+                                ports=(first.read_only_port, first.healthz_port))
+        second.start()
+        try:
+            second.wait_for(lambda: not [s for s in runtime_view(testbed.endpoint)["sandboxes"]
+                                         if s.metadata.uid == orphan_uid], 60,
+                            "orphaned pod removed from the runtime")
+            assert second.status("keep")["phase"] == "Running"
+            assert second.container_status("keep", "c")["restartCount"] == 0
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+        remove_everything(testbed.endpoint)

@@ -1,0 +1,160 @@
+"""The sync loop's dispatch, as seed 002's ``syncLoopIteration`` describes it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import V1ObjectMeta, V1Pod
+
+from pykubelet.container import PodLifecycleEvent, PodLifecycleEventType
+from pykubelet.kubelet.sync_loop import LoopInputs, ProbeUpdate, sync_loop
+from pykubelet.sources.podupdate import PodOperation, PodUpdate
+
+
+def pod(uid: str) -> V1Pod:
+    return V1Pod(metadata=V1ObjectMeta(name=f"p-{uid}", namespace="default", uid=uid))
+
+
+class RecordingHandler:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+        self.cleanups = 0
+
+    def _record(self, kind: str, pods: list[V1Pod]) -> None:
+        self.calls.append((kind, [p.metadata.uid for p in pods]))
+
+    def handle_pod_additions(self, pods: list[V1Pod]) -> None:
+        self._record("add", pods)
+
+    def handle_pod_updates(self, pods: list[V1Pod]) -> None:
+        self._record("update", pods)
+
+    def handle_pod_removes(self, pods: list[V1Pod]) -> None:
+        self._record("remove", pods)
+
+    def handle_pod_reconcile(self, pods: list[V1Pod]) -> None:
+        self._record("reconcile", pods)
+
+    def handle_pod_syncs(self, pods: list[V1Pod]) -> None:
+        self._record("sync", pods)
+
+    async def handle_pod_cleanups(self) -> None:
+        self.cleanups += 1
+
+
+class Harness:
+    def __init__(self, **overrides: Any) -> None:
+        self.config: asyncio.Queue[PodUpdate] = asyncio.Queue()
+        self.pleg: asyncio.Queue[PodLifecycleEvent] = asyncio.Queue()
+        self.probes: asyncio.Queue[ProbeUpdate] = asyncio.Queue()
+        self.known = {"a": pod("a"), "b": pod("b")}
+        self.errors: list[str] = []
+        self.ready = True
+        self.died: list[tuple[str, str]] = []
+        self.probe_seen: list[ProbeUpdate] = []
+        self.beats = 0
+        self.due: list[V1Pod] = []
+        fields: dict[str, Any] = {
+            "config_updates": self.config, "pleg_events": self.pleg,
+            "probe_updates": self.probes, "runtime_errors": lambda: list(self.errors),
+            "pod_by_uid": self.known.get, "pods_to_sync": self._take_due,
+            "sources_ready": lambda: self.ready, "mark_source_seen": lambda source: None,
+            "on_probe_update": self.probe_seen.append,
+            "on_container_died": lambda uid, cid: self.died.append((uid, cid)),
+            "heartbeat": self._beat, "sync_period": 0.05, "housekeeping_period": 0.1,
+        }
+        fields.update(overrides)
+        self.inputs = LoopInputs(**fields)
+        self.handler = RecordingHandler()
+
+    def _beat(self) -> None:
+        self.beats += 1
+
+    def _take_due(self) -> list[V1Pod]:
+        due, self.due = self.due, []
+        return due
+
+    async def run_for(self, seconds: float) -> None:
+        task = asyncio.create_task(sync_loop(self.inputs, self.handler))
+        await asyncio.sleep(seconds)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_config_operations_reach_their_handlers_in_order() -> None:
+    h = Harness()
+    for op in (PodOperation.ADD, PodOperation.UPDATE, PodOperation.RECONCILE,
+               PodOperation.DELETE, PodOperation.REMOVE):
+        h.config.put_nowait(PodUpdate(pods=[pod("a")], op=op, source="file"))
+    await h.run_for(0.2)
+    kinds = [kind for kind, _ in h.handler.calls if kind != "sync"]
+    # DELETE is a graceful deletion: handled as an update, as upstream.
+    assert kinds == ["add", "update", "reconcile", "update", "remove"]
+
+
+async def test_pleg_events_sync_known_pods_only_and_report_dead_containers() -> None:
+    h = Harness()
+    h.pleg.put_nowait(PodLifecycleEvent("a", PodLifecycleEventType.CONTAINER_STARTED, "c1"))
+    h.pleg.put_nowait(PodLifecycleEvent("zz", PodLifecycleEventType.CONTAINER_DIED, "c2"))
+    h.pleg.put_nowait(PodLifecycleEvent("b", PodLifecycleEventType.CONTAINER_REMOVED, "c3"))
+    await h.run_for(0.2)
+    assert ("sync", ["a"]) in h.handler.calls
+    assert all(uids != ["zz"] and uids != ["b"] for _, uids in h.handler.calls)
+    assert h.died == [("zz", "c2")]
+
+
+async def test_sync_ticker_syncs_due_pods() -> None:
+    h = Harness()
+    h.due = [h.known["b"]]
+    await h.run_for(0.2)
+    assert ("sync", ["b"]) in h.handler.calls
+
+
+async def test_housekeeping_waits_for_sources_ready() -> None:
+    h = Harness()
+    h.ready = False
+    await h.run_for(0.35)
+    assert h.handler.cleanups == 0
+    h.ready = True
+    await h.run_for(0.35)
+    assert h.handler.cleanups >= 1
+
+
+async def test_probe_results_update_status_then_sync_the_pod() -> None:
+    h = Harness()
+    update = ProbeUpdate("readiness", "a", "containerd://x", True)
+    h.probes.put_nowait(update)
+    await h.run_for(0.1)
+    assert h.probe_seen == [update]
+    assert ("sync", ["a"]) in h.handler.calls
+
+
+async def test_runtime_errors_stop_syncing_until_the_runtime_recovers() -> None:
+    h = Harness()
+    h.errors = ["container runtime is down"]
+    h.config.put_nowait(PodUpdate(pods=[pod("a")], op=PodOperation.ADD, source="file"))
+    task = asyncio.create_task(sync_loop(h.inputs, h.handler))
+    try:
+        await asyncio.sleep(0.5)
+        assert h.handler.calls == [] and h.beats == 0
+        h.errors = []
+        await asyncio.sleep(2.0)  # the back-off (100 ms doubling) ends and the loop resumes
+        assert ("add", ["a"]) in h.handler.calls and h.beats > 0
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_an_update_is_not_lost_when_another_case_wins_the_race() -> None:
+    h = Harness()
+    for i in range(20):
+        h.config.put_nowait(PodUpdate(pods=[pod(str(i))], op=PodOperation.ADD, source="file"))
+        h.pleg.put_nowait(PodLifecycleEvent("a", PodLifecycleEventType.CONTAINER_STARTED, str(i)))
+    await h.run_for(0.5)
+    added = [uids[0] for kind, uids in h.handler.calls if kind == "add"]
+    assert added == [str(i) for i in range(20)]
+    assert sum(1 for kind, uids in h.handler.calls if kind == "sync" and uids == ["a"]) == 20
