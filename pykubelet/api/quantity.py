@@ -38,7 +38,7 @@ def parse_quantity(text: Any) -> Fraction:
         return Fraction(str(text))
     if not isinstance(text, str):
         raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
-    match = _QUANTITY.match(text.strip())
+    match = _QUANTITY.match(text)  # upstream rejects surrounding spaces too
     if match is None:
         raise QuantityError(f"quantities must match the regular expression "
                             f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text!r}")

@@ -9,8 +9,8 @@ messages read the same as ``kubectl apply`` errors.
 
 ``validate_pod_json`` checks the raw JSON shape (types and required fields)
 before the dictionary becomes a ``V1Pod``; ``validate_pod`` checks the
-semantics of a decoded, defaulted pod. ``parse_quantity`` reads resource
-quantities (``100m``, ``1Gi``) because limits and requests are compared.
+semantics of a decoded, defaulted pod, comparing limits with requests as
+exact quantities (``pykubelet.api.quantity``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import functools
 import json
 import re
 from collections.abc import Iterable
-from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any
 
 from kubernetes_asyncio.client import Configuration
@@ -31,6 +31,8 @@ from kubernetes_asyncio.client.models import (
     V1Probe,
     V1Volume,
 )
+
+from pykubelet.api.quantity import parse_quantity
 
 DNS1123_LABEL_MAX_LENGTH = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
@@ -164,37 +166,6 @@ def _env_var_name_errors(value: str) -> list[str]:
     if all(32 <= ord(ch) <= 126 and ch != "=" for ch in value):
         return []
     return ["must consist only of printable ASCII characters other than '='"]
-
-
-# --- quantities ----------------------------------------------------------------------------------
-
-_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|[numkMGTPE]|"
-                       r"[KMGTPE]i)?$")
-_SUFFIX_MULTIPLIERS = {
-    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-    "P": Decimal("1e15"), "E": Decimal("1e18"),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
-}
-
-
-def parse_quantity(value: str | int | float) -> Decimal:
-    """The numeric value of a Kubernetes quantity (``"100m"`` -> 0.1, ``"1Ki"`` -> 1024)."""
-    if isinstance(value, bool):
-        raise ValueError(f"invalid quantity {value!r}")
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    match = _QUANTITY.match(value.strip() if isinstance(value, str) else "")
-    if match is None or value != value.strip():
-        raise ValueError(f"quantities must match the regular expression {_QUANTITY.pattern!r}")
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number) * Decimal(10) ** int(suffix[1:])
-        return Decimal(number) * _SUFFIX_MULTIPLIERS[suffix]
-    except (InvalidOperation, KeyError) as err:
-        raise ValueError(f"invalid quantity {value!r}") from err
 
 
 # --- raw JSON shape ------------------------------------------------------------------------------
@@ -537,7 +508,7 @@ def _resource_errors(container: V1Container, path: str) -> list[str]:
     resources = container.resources
     if resources is None:
         return errors
-    parsed: dict[str, dict[str, Decimal]] = {"limits": {}, "requests": {}}
+    parsed: dict[str, dict[str, Fraction]] = {"limits": {}, "requests": {}}
     for kind in ("limits", "requests"):
         for resource, raw in (getattr(resources, kind) or {}).items():
             field_path = f"{path}.resources.{kind}[{resource}]"
@@ -590,7 +561,6 @@ def _probe_errors(probe: V1Probe, path: str, success_threshold_must_be_one: bool
 __all__ = [
     "dns1123_label_errors",
     "dns1123_subdomain_errors",
-    "parse_quantity",
     "validate_pod",
     "validate_pod_json",
 ]

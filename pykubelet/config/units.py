@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
+from pykubelet.api.quantity import QuantityError, parse_quantity
+
 NANOSECOND: Final = 1
 MICROSECOND: Final = 1_000
 MILLISECOND: Final = 1_000_000
@@ -136,10 +138,6 @@ class Duration:
         return format_duration(self.nanoseconds)
 
 
-_QUANTITY_RE: Final = re.compile(
-    r"^(?P<sign>[+-]?)(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|n|u|m|k|M|G|T|P|E|)$"
-)
 _QUANTITY_SHAPE: Final = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 _BINARY_SUFFIXES: Final[dict[str, int]] = {
     "Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6,
@@ -164,24 +162,12 @@ class Quantity:
 
     @classmethod
     def parse(cls, text: str) -> Quantity:
-        match = _QUANTITY_RE.match(text.strip()) if text == text.strip() else None
-        if match is None:
-            raise UnitError(f"quantities must match the regular expression '{_QUANTITY_SHAPE}'")
-        number = Fraction(match.group("number") if not match.group("number").endswith(".")
-                          else match.group("number")[:-1] or "0")
-        suffix = match.group("suffix")
-        if suffix in _BINARY_SUFFIXES:
-            value = number * (1024 ** _BINARY_SUFFIXES[suffix])
-            binary = True
-        elif suffix[:1] in ("e", "E"):
-            value = number * Fraction(10) ** int(suffix[1:])
-            binary = False
-        else:
-            value = number * Fraction(10) ** _DECIMAL_SUFFIXES[suffix]
-            binary = False
-        if match.group("sign") == "-":
-            value = -value
-        return cls(value, binary)
+        try:
+            value = parse_quantity(text)
+        except QuantityError:
+            raise UnitError(
+                f"quantities must match the regular expression '{_QUANTITY_SHAPE}'") from None
+        return cls(value, binary=text[-2:] in _BINARY_SUFFIXES)
 
     def sign(self) -> int:
         return (self.value > 0) - (self.value < 0)

@@ -10,7 +10,8 @@ import pytest
 
 from pykubelet.api import pod_from_dict
 from pykubelet.api.defaults import apply_pod_defaults
-from pykubelet.api.validation import parse_quantity, validate_pod, validate_pod_json
+from pykubelet.api.quantity import parse_quantity
+from pykubelet.api.validation import validate_pod, validate_pod_json
 
 GOOD: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Pod",
