@@ -21,7 +21,7 @@ from pykubelet.cri.errors import (
     RuntimeUnavailableError,
     UnsupportedAPIError,
 )
-from pykubelet.cri.runtime import DEFAULT_REQUEST_TIMEOUT, GrpcConnection, OneLine, check_socket
+from pykubelet.cri.runtime import DEFAULT_REQUEST_TIMEOUT, GrpcConnection, check_socket
 from pykubelet.util import klog
 
 
@@ -76,17 +76,8 @@ class RemoteImageService(GrpcConnection):
 
     async def list_images(
             self, filter: api_pb2.ImageFilter | None = None) -> list[api_pb2.Image]:
-        method = "ListImages"
-        self._log_call(method, filter=OneLine(filter), timeout=self.request_timeout)
-        try:
-            response: api_pb2.ListImagesResponse = await self._invoke(
-                self._stub(), method, api_pb2.ListImagesRequest(filter=filter),
-                self.request_timeout)
-        except CRIError as err:
-            self._log_failure(err, method, filter=OneLine(filter))
-            raise
-        self._log_response(method, images=len(response.images))
-        return list(response.images)
+        return await self._list("ListImages", api_pb2.ListImagesRequest(filter=filter), "images",
+                                filter)
 
     async def image_status(self, image: str, verbose: bool = False) -> api_pb2.Image | None:
         """The runtime's record of ``image`` (a name or id), or None when it does not have it."""

@@ -175,6 +175,23 @@ class GrpcConnection:
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(method, err, self.endpoint) from err
 
+    async def _list(self, method: str, request: Message, field: str,
+                    filter: Message | None) -> list[Any]:
+        """A List* call: log it, run it with the request timeout, return the repeated field."""
+        self._log_call(method, filter=OneLine(filter), timeout=self.request_timeout)
+        try:
+            response = await self._invoke(self._stub(), method, request, self.request_timeout)
+        except CRIError as err:
+            self._log_failure(err, method, filter=OneLine(filter))
+            raise
+        items = list(getattr(response, field))
+        self._log_response(method, filter=OneLine(filter), items=len(items))
+        return items
+
+    def _stub(self) -> Any:
+        """The service's generated stub on the open channel (each service has its own)."""
+        raise NotImplementedError
+
     def _log_call(self, method: str, **pairs: Any) -> None:
         klog.v(10).info(f"{self._log_prefix} {method}", **pairs)
 
@@ -324,17 +341,8 @@ class RemoteRuntimeService(GrpcConnection):
 
     async def list_pod_sandboxes(
             self, filter: api_pb2.PodSandboxFilter | None = None) -> list[api_pb2.PodSandbox]:
-        method = "ListPodSandbox"
-        self._log_call(method, filter=OneLine(filter), timeout=self.request_timeout)
-        try:
-            response: api_pb2.ListPodSandboxResponse = await self._invoke(
-                self._stub(), method, api_pb2.ListPodSandboxRequest(filter=filter),
-                self.request_timeout)
-        except CRIError as err:
-            self._log_failure(err, method, filter=OneLine(filter))
-            raise
-        self._log_response(method, filter=OneLine(filter), items=len(response.items))
-        return list(response.items)
+        return await self._list("ListPodSandbox", api_pb2.ListPodSandboxRequest(filter=filter),
+                                "items", filter)
 
     # Containers
 
@@ -379,17 +387,8 @@ class RemoteRuntimeService(GrpcConnection):
 
     async def list_containers(
             self, filter: api_pb2.ContainerFilter | None = None) -> list[api_pb2.Container]:
-        method = "ListContainers"
-        self._log_call(method, filter=OneLine(filter), timeout=self.request_timeout)
-        try:
-            response: api_pb2.ListContainersResponse = await self._invoke(
-                self._stub(), method, api_pb2.ListContainersRequest(filter=filter),
-                self.request_timeout)
-        except CRIError as err:
-            self._log_failure(err, method, filter=OneLine(filter))
-            raise
-        self._log_response(method, filter=OneLine(filter), containers=len(response.containers))
-        return list(response.containers)
+        return await self._list("ListContainers", api_pb2.ListContainersRequest(filter=filter),
+                                "containers", filter)
 
     async def container_status(self, container_id: str,
                                verbose: bool = False) -> api_pb2.ContainerStatusResponse:
@@ -482,32 +481,14 @@ class RemoteRuntimeService(GrpcConnection):
     async def list_container_stats(
             self, filter: api_pb2.ContainerStatsFilter | None = None,
     ) -> list[api_pb2.ContainerStats]:
-        method = "ListContainerStats"
-        self._log_call(method, filter=OneLine(filter), timeout=self.request_timeout)
-        try:
-            response: api_pb2.ListContainerStatsResponse = await self._invoke(
-                self._stub(), method, api_pb2.ListContainerStatsRequest(filter=filter),
-                self.request_timeout)
-        except CRIError as err:
-            self._log_failure(err, method, filter=OneLine(filter))
-            raise
-        self._log_response(method, filter=OneLine(filter), stats=len(response.stats))
-        return list(response.stats)
+        request = api_pb2.ListContainerStatsRequest(filter=filter)
+        return await self._list("ListContainerStats", request, "stats", filter)
 
     async def list_pod_sandbox_stats(
             self, filter: api_pb2.PodSandboxStatsFilter | None = None,
     ) -> list[api_pb2.PodSandboxStats]:
-        method = "ListPodSandboxStats"
-        self._log_call(method, filter=OneLine(filter), timeout=self.request_timeout)
-        try:
-            response: api_pb2.ListPodSandboxStatsResponse = await self._invoke(
-                self._stub(), method, api_pb2.ListPodSandboxStatsRequest(filter=filter),
-                self.request_timeout)
-        except CRIError as err:
-            self._log_failure(err, method, filter=OneLine(filter))
-            raise
-        self._log_response(method, filter=OneLine(filter), stats=len(response.stats))
-        return list(response.stats)
+        request = api_pb2.ListPodSandboxStatsRequest(filter=filter)
+        return await self._list("ListPodSandboxStats", request, "stats", filter)
 
     # Plumbing shared by the calls above
 
