@@ -213,13 +213,14 @@ class RunningWatcher:
         for name in pod_names:
             self.first_running.pop(name, None)
 
-    async def wait_running(self, pod_names: Sequence[str],
+    async def wait_running(self, pod_names: Sequence[str], kubelet: KubeletProcess | None = None,
                            timeout: float = START_TIMEOUT_SECONDS) -> list[float]:
         """The first-RUNNING times of all ``pod_names``, once every one has been seen."""
         deadline = time.monotonic() + timeout
         while not all(name in self.first_running for name in pod_names):
             if self._task is not None and self._task.done():
                 self._task.result()  # the poll failed: surface its error
+            check_alive(kubelet)
             if time.monotonic() > deadline:
                 missing = [n for n in pod_names if n not in self.first_running]
                 raise BenchmarkError(f"{len(missing)} pod(s) not RUNNING after {timeout:g}s: "
@@ -234,11 +235,19 @@ async def remove_all_sandboxes(runtime: RemoteRuntimeService) -> None:
         await runtime.remove_pod_sandbox(sandbox.id)
 
 
+def check_alive(kubelet: KubeletProcess | None) -> None:
+    """Fail at once, not at a timeout, when the pykubelet being measured has died."""
+    if kubelet is not None and kubelet.process is not None and kubelet.process.poll() is not None:
+        raise BenchmarkError(f"pykubelet exited ({kubelet.process.returncode}) during the "
+                             f"benchmark; its log: {kubelet.log_text()[-2000:]}")
+
+
 async def wait_pod_gone(runtime: RemoteRuntimeService, pod_name: str, poll_seconds: float,
-                        timeout: float = CLEANUP_TIMEOUT_SECONDS) -> None:
+                        kubelet: KubeletProcess, timeout: float = CLEANUP_TIMEOUT_SECONDS) -> None:
     """Until the runtime has no ready sandbox and no running container left for ``pod_name``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        check_alive(kubelet)
         sandboxes = await runtime.list_pod_sandboxes(api_pb2.PodSandboxFilter(
             state=api_pb2.PodSandboxStateValue(state=api_pb2.SANDBOX_READY),
             label_selector={POD_NAME_LABEL: pod_name}))
@@ -323,6 +332,7 @@ async def wait_all_reported_running(kubelet: KubeletProcess, names: Sequence[str
     wanted = {f"{name}-{NODE_NAME}" for name in names}
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
+        check_alive(kubelet)
         phases = {p["metadata"]["name"]: (p.get("status") or {}).get("phase")
                   for p in await asyncio.to_thread(kubelet.pods)}
         if all(phases.get(name) == "Running" for name in wanted):
@@ -339,10 +349,10 @@ async def measure_kubelet(runtime: RemoteRuntimeService, watcher: RunningWatcher
     async def one(name: str) -> float:
         started = time.monotonic()
         path = kubelet.write_pod(pod_manifest(name, image))
-        (running_at,) = await watcher.wait_running([name + f"-{NODE_NAME}"])
+        (running_at,) = await watcher.wait_running([f"{name}-{NODE_NAME}"], kubelet)
         elapsed = (running_at - started) * 1000
         path.unlink()
-        await wait_pod_gone(runtime, f"{name}-{NODE_NAME}", poll_seconds)
+        await wait_pod_gone(runtime, f"{name}-{NODE_NAME}", poll_seconds, kubelet)
         return elapsed
 
     results.kubelet_cold_ms = await one("kubelet-cold")
@@ -353,7 +363,7 @@ async def measure_kubelet(runtime: RemoteRuntimeService, watcher: RunningWatcher
     started = time.monotonic()
     for name in names:
         kubelet.write_pod(pod_manifest(name, image))
-    running = await watcher.wait_running([f"{name}-{NODE_NAME}" for name in names])
+    running = await watcher.wait_running([f"{name}-{NODE_NAME}" for name in names], kubelet)
     results.kubelet_many_ms = (max(running) - started) * 1000
     results.kubelet_many_first_ms = (min(running) - started) * 1000
     await wait_all_reported_running(kubelet, names, 0.5)
@@ -396,9 +406,7 @@ async def run_benchmark(testbed: Testbed, work_dir: Path, results: Results,
                                   settle_seconds, results)
         print(f"idle for {results.idle_seconds:g} s ...", file=sys.stderr, flush=True)
         await measure_idle(kubelet.process.pid, results)
-        if kubelet.process.poll() is not None:
-            raise BenchmarkError(f"pykubelet exited ({kubelet.process.returncode}) "
-                                 f"during the benchmark; log: {kubelet.log_file}")
+        check_alive(kubelet)
     finally:
         await runtime.close()
 
@@ -479,6 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     work_dir = Path(tempfile.mkdtemp(prefix="pyk-bench-", dir="/tmp"))
     testbed = Testbed.fresh()
     kubelet_holder: list[KubeletProcess] = []
+    # A shell starting us in the background ignores SIGINT; Ctrl-C must still clean up.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with interrupt_on_sigterm():
         try:
             print(f"starting containerd in {testbed.dir} ...", file=sys.stderr, flush=True)

@@ -77,10 +77,15 @@ class KubeletProcess:
              "--node-ip", "127.0.0.1", "--v=4", *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        self.wait_for(lambda: self.healthz() == "ok", 30, "kubelet healthz")
+        try:
+            self.wait_for(lambda: self.healthz() == "ok", 30, "kubelet healthz")
+        except BaseException:
+            self.stop()  # a kubelet that never became healthy must not outlive the test
+            raise
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
-        assert self.process is not None
+        if self.process is None:
+            return 0
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
