@@ -76,7 +76,8 @@ READINESS_GATES_NOT_READY = "ReadinessGatesNotReady"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 API_SOURCE = "api"
 
-ProbeResult = Callable[[str], bool]
+# Asked with a container id ("containerd://abc"): has its probe succeeded?
+ProbeVerdict = Callable[[str], bool]
 
 
 def _utcnow() -> datetime:
@@ -91,8 +92,8 @@ def generate_api_pod_status(
     host_ip: str,
     host_ips: list[str] | None = None,
     pod_is_terminal: bool = False,
-    readiness: ProbeResult | None = None,
-    startup: ProbeResult | None = None,
+    readiness: ProbeVerdict | None = None,
+    startup: ProbeVerdict | None = None,
     previous: V1PodStatus | None = None,
     now: Callable[[], datetime] = _utcnow,
 ) -> V1PodStatus:
@@ -554,8 +555,8 @@ def _convert_instance(instance: ContainerStatus, old: V1ContainerStatus | None,
     return converted
 
 
-def _apply_probe_results(pod: V1Pod, status: V1PodStatus, readiness: ProbeResult | None,
-                         startup: ProbeResult | None) -> None:
+def _apply_probe_results(pod: V1Pod, status: V1PodStatus, readiness: ProbeVerdict | None,
+                         startup: ProbeVerdict | None) -> None:
     app_specs = {c.name: c for c in pod.spec.containers or []}
     for app in status.container_statuses:
         spec = app_specs[app.name]
@@ -573,7 +574,7 @@ def _apply_probe_results(pod: V1Pod, status: V1PodStatus, readiness: ProbeResult
 
 
 def _started(spec: V1Container, container_status: V1ContainerStatus,
-             startup: ProbeResult | None) -> bool:
+             startup: ProbeVerdict | None) -> bool:
     if container_status.state is None or container_status.state.running is None:
         return False
     if spec.startup_probe is None:
@@ -582,7 +583,7 @@ def _started(spec: V1Container, container_status: V1ContainerStatus,
 
 
 def _ready(spec: V1Container, container_status: V1ContainerStatus,
-           readiness: ProbeResult | None) -> bool:
+           readiness: ProbeVerdict | None) -> bool:
     if container_status.state is None or container_status.state.running is None:
         return False
     if spec.readiness_probe is None:
