@@ -29,6 +29,17 @@ def describe(obj: Any) -> str:
     return f"{namespace}/{metadata.name}" if namespace else str(metadata.name)
 
 
+def container_field_path(pod: Any, container: Any) -> str:
+    """The event ``fieldPath`` of a container, e.g. ``spec.containers{app}``."""
+    spec = getattr(pod, "spec", None)
+    if spec is not None:
+        for field_name, containers in (("initContainers", spec.init_containers),
+                                       ("ephemeralContainers", spec.ephemeral_containers)):
+            if any(c.name == container.name for c in containers or []):
+                return f"spec.{field_name}{{{container.name}}}"
+    return f"spec.containers{{{container.name}}}"
+
+
 @dataclass(frozen=True)
 class Event:
     object: str

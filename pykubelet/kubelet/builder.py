@@ -20,13 +20,18 @@ from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.events import LoggingRecorder
 from pykubelet.kubelet.kubelet import Kubelet, KubeletOptions, SyncLoopMonitor
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.runtime_state import RuntimeState
-from pykubelet.kubelet.sync_loop import LoopInputs, ProbeUpdate, sync_loop
+from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
+from pykubelet.lifecycle.handlers import HandlerRunner
 from pykubelet.pleg import GenericPLEG
 from pykubelet.podworkers import PodWorkers
+from pykubelet.prober.manager import ProbeManager
+from pykubelet.prober.prober import Prober
+from pykubelet.prober.results import ResultsManager
 from pykubelet.server.healthz import HealthChecker, healthz_routes
 from pykubelet.server.readonly import readonly_routes, start_http_server
 from pykubelet.sources.file import StaticPodFileSource
@@ -85,6 +90,18 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
     klog.info("Container runtime initialized", containerRuntime=version.runtime_name,
               version=version.runtime_version, apiVersion=version.runtime_api_version)
 
+    # Probe verdicts: liveness and startup steer the runtime manager (kill and
+    # restart), readiness and startup shape the pod status.
+    recorder = LoggingRecorder()
+    liveness, readiness, startup = ResultsManager(), ResultsManager(), ResultsManager()
+    runtime_holder: list[KubeGenericRuntimeManager] = []
+
+    async def pod_ip_for_hooks(pod: Any) -> str:
+        status = await runtime_holder[0].get_pod_status(
+            pod.metadata.uid, pod.metadata.name, pod.metadata.namespace)
+        return status.ips[0] if status.ips else ""
+
+    handler_runner = HandlerRunner(runtime_service, pod_ip_for_hooks, recorder)
     runtime = KubeGenericRuntimeManager(runtime_service, image_service, RuntimeManagerOptions(
         root_dir=flags.root_dir,
         pod_logs_dir=config.pod_logs_dir,
@@ -95,7 +112,8 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         serialize_image_pulls=config.serialize_image_pulls,
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
-    ))
+    ), liveness=liveness, startup=startup, handler_runner=handler_runner, recorder=recorder)
+    runtime_holder.append(runtime)
     await runtime.initialize()
 
     cache = PodCache()
@@ -105,11 +123,14 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
     pod_manager = PodManager()
     status_manager = StatusManager()
     reason_cache = ReasonCache()
+    probe_manager = ProbeManager(Prober(runtime_service, recorder), liveness=liveness,
+                                 readiness=readiness, startup=startup,
+                                 status_provider=status_manager.get_pod_status)
     kubelet = Kubelet(
         KubeletOptions(node_name=node_name, root_dir=flags.root_dir, host_ip=host_ip,
                        max_pods=config.max_pods, sync_frequency=_seconds(config.sync_frequency),
                        runtime_type=version.runtime_name),
-        runtime, cache, pod_manager, status_manager, reason_cache, runtime_state)
+        runtime, cache, pod_manager, status_manager, reason_cache, runtime_state, probe_manager)
     pod_workers = PodWorkers(kubelet, cache, resync_interval=_seconds(config.sync_frequency),
                              backoff_period=POD_WORKER_BACKOFF)
     kubelet.pod_workers = pod_workers
@@ -150,7 +171,9 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
     inputs = LoopInputs(
         config_updates=pod_config.updates(),
         pleg_events=pleg.watch(),
-        probe_updates=asyncio.Queue[ProbeUpdate](),
+        liveness_updates=liveness.updates(),
+        readiness_updates=readiness.updates(),
+        startup_updates=startup.updates(),
         runtime_errors=runtime_state.runtime_errors,
         pod_by_uid=pod_manager.get_pod_by_uid,
         pods_to_sync=kubelet.pods_to_sync,
@@ -173,6 +196,7 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
             with contextlib.suppress(Exception):
                 await source.stop()
         await pleg.stop()
+        await probe_manager.stop()
         await pod_workers.stop()
         for runner in runners:
             await runner.cleanup()

@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 
 from kubernetes_asyncio.client import V1Pod, V1PodStatus
 
-from pykubelet.container import ContainerState, Pod, PodStatus, Runtime
+from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, Runtime
 from pykubelet.container.cache import PodCache
 from pykubelet.kubelet.pod_manager import PodManager, pod_uid
 from pykubelet.kubelet.runtime_state import RuntimeState
-from pykubelet.kubelet.sync_loop import ProbeUpdate
+from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.kuberuntime.manager import running_pod_from_status
 from pykubelet.podworkers import KillPodOptions, PodWorkers, SyncPodType, UpdatePodOptions
+from pykubelet.prober.manager import ProbeManager
+from pykubelet.prober.results import ResultsManager, ResultUpdate
 from pykubelet.status import ReasonCache, StatusManager, generate_api_pod_status
 from pykubelet.util import klog
 
@@ -63,7 +65,8 @@ class SyncLoopMonitor:
 class Kubelet:
     def __init__(self, options: KubeletOptions, runtime: Runtime, cache: PodCache,
                  pod_manager: PodManager, status_manager: StatusManager,
-                 reason_cache: ReasonCache, runtime_state: RuntimeState) -> None:
+                 reason_cache: ReasonCache, runtime_state: RuntimeState,
+                 probe_manager: ProbeManager) -> None:
         self.options = options
         self.runtime = runtime
         self.cache = cache
@@ -71,9 +74,9 @@ class Kubelet:
         self.status_manager = status_manager
         self.reason_cache = reason_cache
         self.runtime_state = runtime_state
+        self.probe_manager = probe_manager
         # Set by the builder: the workers call back into this object.
         self.pod_workers: PodWorkers | None = None
-        self.readiness: dict[str, bool] = {}
 
     # -- directories ---------------------------------------------------------
 
@@ -156,11 +159,11 @@ class Kubelet:
                 pods.append(pod)
         return pods
 
-    def on_probe_update(self, update: ProbeUpdate) -> None:
-        if update.probe_type == "readiness":
-            self.readiness[update.container_id] = update.success
-            self.status_manager.set_container_readiness(update.pod_uid, update.container_id,
-                                                        update.success)
+    def on_probe_update(self, probe_type: str, update: ResultUpdate) -> None:
+        """Readiness shows in the cached status at once; the pod sync that follows redoes it."""
+        if probe_type == "readiness":
+            self.status_manager.set_container_readiness(
+                update.pod_uid, str(update.container_id), update.result == ProbeResult.SUCCESS)
 
     # -- the pod worker's phase functions (pykubelet.podworkers.PodSyncer) -------
 
@@ -169,7 +172,8 @@ class Kubelet:
         return generate_api_pod_status(
             pod, status, self.reason_cache, host_ip=self.options.host_ip,
             pod_is_terminal=terminal, previous=previous,
-            readiness=lambda container_id: self.readiness.get(container_id, False))
+            readiness=lambda container_id: _succeeded(self.probe_manager.readiness, container_id),
+            startup=lambda container_id: _succeeded(self.probe_manager.startup, container_id))
 
     async def sync_pod(self, update_type: SyncPodType, pod: V1Pod, mirror_pod: V1Pod | None,
                        pod_status: PodStatus) -> bool:
@@ -183,6 +187,7 @@ class Kubelet:
         if network and not (pod.spec.host_network or False):
             raise RuntimeError(f"network is not ready: {'; '.join(network)}")
         self.make_pod_data_dirs(pod)
+        self.probe_manager.add_pod(pod)  # idempotent: probing starts with the first sync
         result = await self.runtime.sync_pod(pod, pod_status)
         self.reason_cache.update(pod_uid(pod), result)
         error = result.error()
@@ -193,6 +198,8 @@ class Kubelet:
     async def sync_terminating_pod(self, pod: V1Pod, pod_status: PodStatus,
                                    grace_period: int | None) -> None:
         klog.v(4).info("SyncTerminatingPod enter", pod=_name(pod))
+        # A terminating container is never restarted, so its liveness no longer matters.
+        self.probe_manager.stop_liveness_and_startup(pod)
         self.status_manager.set_pod_status(pod, self._api_status(pod, pod_status))
         running = running_pod_from_status(pod_status, self.options.runtime_type)
         await self.runtime.kill_pod(pod, running, grace_period)
@@ -210,6 +217,7 @@ class Kubelet:
         await self.runtime.kill_pod(None, running_pod, None)
 
     async def sync_terminated_pod(self, pod: V1Pod, pod_status: PodStatus) -> None:
+        self.probe_manager.remove_pod(pod)
         self.status_manager.set_pod_status(pod, self._api_status(pod, pod_status, terminal=True))
         self.status_manager.terminate_pod(pod)
 
@@ -221,6 +229,7 @@ class Kubelet:
         desired = {pod_uid(p): p for p in self.pod_manager.get_pods()}
         worker_states = workers.sync_known_pods(desired)
         self.status_manager.remove_orphaned_statuses(set(desired))
+        self.probe_manager.clean_up_pods(set(desired))
         # A desired pod without a worker was forgotten after a finished
         # termination and wanted again (same UID): give it a fresh start.
         for uid, pod in desired.items():
@@ -272,6 +281,13 @@ class Kubelet:
                 pod.status = status
             pods.append(pod)
         return pods
+
+
+def _succeeded(results: ResultsManager, container_id: str) -> bool:
+    try:
+        return results.get(ContainerID.parse(container_id)) == ProbeResult.SUCCESS
+    except ValueError:
+        return False
 
 
 def _creation_key(pod: V1Pod) -> float:

@@ -7,7 +7,7 @@ Upstream's ``syncLoop`` is a ``for`` around ``syncLoopIteration``, a Go
 - PLEG events (the runtime changed under a pod),
 - the sync ticker (1 s: pods whose resync or retry time has come),
 - the housekeeping ticker (2 s: clean up what no source wants any more),
-- probe results (liveness/readiness/startup managers).
+- probe results (the liveness, readiness and startup result managers).
 
 Each iteration handles exactly one ready case and returns, so the loop can
 check the runtime's health and record that it is alive (``/healthz/syncloop``)
@@ -26,6 +26,8 @@ from typing import Any, Protocol
 from kubernetes_asyncio.client import V1Pod
 
 from pykubelet.container import PodLifecycleEvent, PodLifecycleEventType
+from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.prober.results import ResultUpdate
 from pykubelet.sources.podupdate import PodOperation, PodUpdate
 from pykubelet.util import klog
 
@@ -47,28 +49,20 @@ class SyncHandler(Protocol):
 
 
 @dataclass
-class ProbeUpdate:
-    """A probe result change; the probes subsystem produces these."""
-
-    probe_type: str  # "liveness" | "readiness" | "startup"
-    pod_uid: str
-    container_id: str
-    success: bool
-
-
-@dataclass
 class LoopInputs:
     """The channels and state the loop reads, wired by the composition root."""
 
     config_updates: asyncio.Queue[PodUpdate]
     pleg_events: asyncio.Queue[PodLifecycleEvent]
-    probe_updates: asyncio.Queue[ProbeUpdate]
+    liveness_updates: asyncio.Queue[ResultUpdate]
+    readiness_updates: asyncio.Queue[ResultUpdate]
+    startup_updates: asyncio.Queue[ResultUpdate]
     runtime_errors: Callable[[], list[str]]
     pod_by_uid: Callable[[str], V1Pod | None]
     pods_to_sync: Callable[[], list[V1Pod]]
     sources_ready: Callable[[], bool]
     mark_source_seen: Callable[[str], None]
-    on_probe_update: Callable[[ProbeUpdate], None]
+    on_probe_update: Callable[[str, ResultUpdate], None]
     on_container_died: Callable[[str, str], None] = lambda uid, container_id: None
     heartbeat: Callable[[], None] = lambda: None
     sync_period: float = SYNC_PERIOD
@@ -137,7 +131,9 @@ async def sync_loop(inputs: LoopInputs, handler: SyncHandler) -> None:
         "pleg": inputs.pleg_events.get,
         "sync": sync_ticker.tick,
         "housekeeping": housekeeping_ticker.tick,
-        "probe": inputs.probe_updates.get,
+        "liveness": inputs.liveness_updates.get,
+        "readiness": inputs.readiness_updates.get,
+        "startup": inputs.startup_updates.get,
     })
     backoff = BACKOFF_BASE
     try:
@@ -183,12 +179,17 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
             klog.v(4).info("SyncLoop (SYNC) pods", total=len(pods),
                            pods=",".join(_name(p) for p in pods))
             handler.handle_pod_syncs(pods)
-    elif case == "probe":
-        probe: ProbeUpdate = value
-        inputs.on_probe_update(probe)
-        pod = inputs.pod_by_uid(probe.pod_uid)
-        if pod is not None:
-            handler.handle_pod_syncs([pod])
+    elif case in ("liveness", "readiness", "startup"):
+        probe: ResultUpdate = value
+        # A liveness success changes nothing; every other change needs a sync:
+        # a failed liveness kills the container, readiness and startup change status.
+        if case != "liveness" or probe.result == ProbeResult.FAILURE:
+            inputs.on_probe_update(case, probe)
+            pod = inputs.pod_by_uid(probe.pod_uid)
+            if pod is not None:
+                klog.v(1).info("SyncLoop (probe)", probe=case, result=probe.result.value,
+                               pod=_name(pod), containerID=str(probe.container_id))
+                handler.handle_pod_syncs([pod])
     elif case == "housekeeping":
         if not inputs.sources_ready():
             klog.v(4).info("SyncLoop (housekeeping, skipped): sources aren't ready yet")

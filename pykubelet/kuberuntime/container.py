@@ -41,6 +41,7 @@ from pykubelet.cri import logfile
 from pykubelet.cri.errors import is_not_found
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.events import NORMAL, WARNING, EventRecorder, LoggingRecorder
 from pykubelet.kuberuntime.actions import (
     CRASH_LOOP_BACK_OFF,
     KillReason,
@@ -61,6 +62,7 @@ from pykubelet.kuberuntime.labels import (
 )
 from pykubelet.kuberuntime.logs import pod_logs_directory
 from pykubelet.kuberuntime.sandbox import nanos_to_seconds
+from pykubelet.prober.prober import container_field_path
 from pykubelet.util import klog
 
 # Sync actions and the reasons of their failures, spelled as upstream reports them.
@@ -285,7 +287,9 @@ class PodContainers:
                  image_manager: ImageManager, options_for: ContainerOptionsFactory, *,
                  pod_logs_dir: str,
                  container_logs_dir: str, runtime_type: Callable[[], str],
-                 handler_runner: LifecycleHandlerRunner | None = None) -> None:
+                 handler_runner: LifecycleHandlerRunner | None = None,
+                 recorder: EventRecorder | None = None) -> None:
+        self.recorder: EventRecorder = recorder or LoggingRecorder()
         self.runtime_service = runtime_service
         self.image_service = image_service
         self.image_manager = image_manager
@@ -331,15 +335,22 @@ class PodContainers:
         except Exception as err:
             raise ContainerStartError(ERR_CREATE_CONTAINER_CONFIG, str(err)) from err
 
+        field_path = container_field_path(pod, container)
         try:
             container_id = await self.runtime_service.create_container(
                 sandbox_id, config, sandbox_config)
         except Exception as err:
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {_cri_message(err)}", field_path)
             raise ContainerStartError(ERR_CREATE_CONTAINER, _cri_message(err)) from err
+        self.recorder.event(pod, NORMAL, "Created", f"Created container {container.name}",
+                            field_path)
         try:
             await self.runtime_service.start_container(container_id)
         except Exception as err:
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {_cri_message(err)}", field_path)
             raise ContainerStartError(ERR_RUN_CONTAINER, _cri_message(err)) from err
+        self.recorder.event(pod, NORMAL, "Started", f"Started container {container.name}",
+                            field_path)
 
         self._link_legacy_log(container_id, container.name, meta,
                               os.path.join(sandbox_config.log_directory, config.log_path))
@@ -352,6 +363,7 @@ class PodContainers:
             except Exception as err:
                 klog.error("Failed to execute PostStartHook", err, pod=pod_desc(pod),
                            containerName=container.name, containerID=str(kube_id))
+                self.recorder.event(pod, WARNING, "FailedPostStartHook", str(err), field_path)
                 try:
                     await self.kill(pod, kube_id, container.name, "FailedPostStartHook",
                                     KillReason.FAILED_POST_START_HOOK)
@@ -394,8 +406,8 @@ class PodContainers:
             pod, spec = await self._restore_specs(container_id)
 
         grace = float(termination_grace_period(pod, spec, reason))
-        klog.info(message or f"Stopping container {spec.name}", pod=pod_desc(pod),
-                  containerName=name, containerID=str(container_id))
+        self.recorder.event(pod, NORMAL, "Killing", message or f"Stopping container {spec.name}",
+                            container_field_path(pod, spec))
         if grace_period_override is not None:
             grace = float(grace_period_override)
             klog.v(3).info("Killing container with a grace period override", pod=pod_desc(pod),
@@ -438,6 +450,8 @@ class PodContainers:
         except Exception as err:
             klog.error("PreStop hook failed", err, pod=pod_desc(pod), containerName=spec.name,
                        containerID=str(container_id))
+            self.recorder.event(pod, WARNING, "FailedPreStopHook", str(err),
+                                container_field_path(pod, spec))
         return float(int(time.monotonic() - started))
 
     async def _restore_specs(self, container_id: ContainerID) -> tuple[V1Pod, V1Container]:

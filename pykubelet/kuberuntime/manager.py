@@ -38,6 +38,7 @@ from pykubelet.container import (
 from pykubelet.cri.errors import is_not_found
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import KUBE_RUNTIME_API_VERSION, RemoteRuntimeService
+from pykubelet.events import EventRecorder
 from pykubelet.kuberuntime.actions import (
     CRASH_LOOP_BACK_OFF,
     PodActions,
@@ -154,7 +155,8 @@ class KubeGenericRuntimeManager:
                  image_manager: ImageManager | None = None, backoff: Backoff | None = None,
                  liveness: ProbeResults | None = None, startup: ProbeResults | None = None,
                  handler_runner: LifecycleHandlerRunner | None = None,
-                 container_options: ContainerOptions | None = None) -> None:
+                 container_options: ContainerOptions | None = None,
+                 recorder: EventRecorder | None = None) -> None:
         """``clock`` is wall-clock seconds: back-off compares it with containers' finish times.
 
         ``container_options`` is the node-wide base of every container config; the
@@ -179,7 +181,8 @@ class KubeGenericRuntimeManager:
         self.containers = PodContainers(
             runtime_service, image_service, self.image_manager, self._container_options_for,
             pod_logs_dir=options.pod_logs_dir, container_logs_dir=options.container_logs_dir,
-            runtime_type=lambda: self.runtime_type, handler_runner=handler_runner)
+            runtime_type=lambda: self.runtime_type, handler_runner=handler_runner,
+            recorder=recorder)
 
     def _container_options_for(self, pod: V1Pod, pod_ips: Sequence[str]) -> ContainerOptions:
         uid = (pod.metadata.uid if pod.metadata else None) or ""

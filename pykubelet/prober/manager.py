@@ -201,6 +201,9 @@ class ProbeManager:
             # A worker in the middle of a probe would otherwise hold shutdown for its timeout.
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # A task cancelled before its first step never ran its clean-up.
+        self._workers.clear()
+        self._tasks.clear()
 
     def worker_count(self) -> int:
         return len(self._workers)

@@ -20,7 +20,9 @@ Probing rules, all upstream's:
 - after a liveness Failure (or any startup verdict) the worker holds still
   until it sees a new container id: the container is about to be killed and
   probing it while it stops only produces noise;
-- a prober that raises produces no verdict and no metric.
+- a probe that could not run (the prober raised, or answered UNKNOWN, which
+  is how ``Prober`` reports an error after its retries) leaves the verdict and
+  the consecutive count alone; it is counted with ``result="unknown"``.
 
 Beyond upstream, the issue asks readiness to be false while the pod is
 terminating: the readiness worker then reports Failure instead of probing.
@@ -49,9 +51,12 @@ DEFAULT_TIMEOUT_SECONDS = 1
 DEFAULT_SUCCESS_THRESHOLD = 1
 DEFAULT_FAILURE_THRESHOLD = 3
 
-# A handler is expected to give up by itself after timeoutSeconds and report a
-# Failure with its own message. This slack only protects the worker from a
-# handler that hangs, so that one stuck probe cannot silence a container forever.
+# A handler gives up by itself after timeoutSeconds and reports a Failure with
+# its own message; the prober may try up to three times on errors (upstream's
+# maxProbeRetries). This guard sits beyond all of that and only protects the
+# worker from a handler that hangs, so one stuck call cannot silence a
+# container forever.
+PROBER_ATTEMPTS = 3
 HUNG_PROBE_SLACK_SECONDS = 5.0
 
 TERMINAL_PHASES = frozenset({"Failed", "Succeeded"})
@@ -218,8 +223,8 @@ class ProbeWorker:
 
     async def run(self) -> None:
         try:
-            if self._initial_jitter > 0 and not await self._wait(self._initial_jitter):
-                return
+            if self._initial_jitter > 0:
+                await self._wait(self._initial_jitter)
             next_tick = self._clock() + self.period_seconds
             while not self._stopped and await self.do_probe():
                 delay = max(0.0, next_tick - self._clock())
@@ -236,26 +241,28 @@ class ProbeWorker:
             self._clean_up()
 
     async def _wait(self, seconds: float) -> bool:
-        """Wait ``seconds`` or until woken; False when the worker was stopped.
+        """Wait ``seconds`` or until woken by ``trigger`` or ``stop``.
 
-        Returns True when the wait ended early because of a manual trigger, so
-        that the caller can restart its period from now.
+        Returns True only when the wait ended because of a manual trigger, so that
+        the caller can restart its period from now. A trigger that arrived
+        while a probe was running is kept and ends the next wait at once, as
+        upstream's one-slot trigger channel does.
         """
+        if not self._wake.is_set():
+            sleeper = asyncio.ensure_future(self._sleep(seconds))
+            waker = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                # Cancelled helpers need no awaiting; awaiting them here could swallow
+                # a cancellation of the worker itself.
+                sleeper.cancel()
+                waker.cancel()
         if self._stopped:
             return False
+        triggered = self._wake.is_set()
         self._wake.clear()
-        sleeper = asyncio.ensure_future(self._sleep(seconds))
-        waker = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            # Cancelled helpers need no awaiting; awaiting them here could swallow
-            # a cancellation of the worker itself.
-            sleeper.cancel()
-            waker.cancel()
-        if self._stopped:
-            return False
-        return waker.done() and not waker.cancelled()
+        return triggered
 
     def _clean_up(self) -> None:
         if self.container_id is not None:
@@ -344,23 +351,27 @@ class ProbeWorker:
             answer = await asyncio.wait_for(
                 self._prober.probe(str(self.probe_type), self.pod, status, self.container,
                                    container_id),
-                timeout=self.timeout_seconds + HUNG_PROBE_SLACK_SECONDS)
+                timeout=PROBER_ATTEMPTS * self.timeout_seconds + HUNG_PROBE_SLACK_SECONDS)
         except TimeoutError:
-            klog.warning("Probe did not answer within its timeout",
+            klog.warning("Probe hung past its timeout, counting a failure",
                          probeType=self.probe_type.metric_label, pod=_pod_ref(self.pod),
                          containerName=self.container.name, timeout=self.timeout_seconds)
             answer = ProbeResult.FAILURE
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            # A prober error says nothing about the container: keep the last verdict.
             klog.v(1).info("Probe errored", probeType=self.probe_type.metric_label,
                            pod=_pod_ref(self.pod), containerName=self.container.name,
                            err=err)
-            return True
+            answer = ProbeResult.UNKNOWN
 
         result = ProbeResult(answer)
         self._record_metrics(result, time.monotonic() - started)
+        if result is ProbeResult.UNKNOWN:
+            # The probe could not run (the prober raised, or reported UNKNOWN after
+            # its retries): that says nothing about the container, so neither the
+            # verdict nor the run of consecutive results changes, as upstream.
+            return True
         self._count(result)
         if ((result is ProbeResult.FAILURE and self._result_run < self.failure_threshold)
                 or (result is ProbeResult.SUCCESS

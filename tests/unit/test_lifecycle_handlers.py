@@ -80,11 +80,9 @@ async def site() -> AsyncIterator[Site]:
     app.router.add_get("/{tail:.*}", anything)
     runner = web.AppRunner(app)
     await runner.setup()
-    tcp_site = web.TCPSite(runner, "127.0.0.1", 0)
-    await tcp_site.start()
-    server = tcp_site._server
-    assert server is not None
-    state.port = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    listener = _listener()
+    state.port = int(listener.getsockname()[1])
+    await web.SockSite(runner, listener).start()
     try:
         yield state
     finally:
@@ -94,6 +92,12 @@ async def site() -> AsyncIterator[Site]:
 def _pod(container: V1Container) -> V1Pod:
     return V1Pod(metadata=V1ObjectMeta(name="web", namespace="shop", uid="uid-1"),
                  spec=V1PodSpec(containers=[container]))
+
+
+def _listener() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 def _closed_port() -> int:

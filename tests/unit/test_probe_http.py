@@ -61,15 +61,19 @@ async def site() -> AsyncIterator[Site]:
     app.router.add_get("/big", big)
     runner = web.AppRunner(app)
     await runner.setup()
-    tcp_site = web.TCPSite(runner, "127.0.0.1", 0)
-    await tcp_site.start()
-    server = tcp_site._server
-    assert server is not None
-    state.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    listener = _listener()
+    state.port = int(listener.getsockname()[1])
+    await web.SockSite(runner, listener).start()
     try:
         yield state
     finally:
         await runner.cleanup()
+
+
+def _listener() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 def _closed_port() -> int:

@@ -80,12 +80,10 @@ async def http_port() -> AsyncIterator[int]:
     app.router.add_get("/away", away)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server = site._server
-    assert server is not None
+    listener = _listener()
+    await web.SockSite(runner, listener).start()
     try:
-        yield int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        yield int(listener.getsockname()[1])
     finally:
         await runner.cleanup()
 
@@ -93,6 +91,12 @@ async def http_port() -> AsyncIterator[int]:
 def _pod(container: V1Container) -> V1Pod:
     return V1Pod(metadata=V1ObjectMeta(name="web", namespace="shop", uid="uid-1"),
                  spec=V1PodSpec(containers=[container]))
+
+
+def _listener() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 def _closed_port() -> int:

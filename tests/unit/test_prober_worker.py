@@ -8,6 +8,7 @@ advances time.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -201,10 +202,11 @@ async def test_initial_delay_counts_from_started_at() -> None:
 
 
 async def test_initial_values_per_probe_type() -> None:
+    late = exec_probe(initial_delay=3600)
+    pod = make_pod(liveness=late, readiness=late, startup=late)
     for probe_type, expected in ((ProbeType.LIVENESS, ProbeResult.SUCCESS),
                                  (ProbeType.READINESS, ProbeResult.FAILURE),
                                  (ProbeType.STARTUP, ProbeResult.UNKNOWN)):
-        pod = make_pod(**{str(probe_type): exec_probe(initial_delay=3600)})
         rig = Rig(probe_type, pod)
         rig.show(running("a", started=probe_type is not ProbeType.STARTUP))
         await rig.worker.do_probe()
@@ -361,18 +363,21 @@ async def test_readiness_is_false_while_pod_terminates() -> None:
 # -- errors and metrics ----------------------------------------------------------------
 
 
-async def test_prober_error_keeps_the_verdict_and_counts_nothing() -> None:
-    pod = make_pod("uid-err", name="err", readiness=exec_probe(failure=1))
-    rig = Rig(ProbeType.READINESS, pod, ProbeResult.SUCCESS, RuntimeError("exec broke"))
+async def test_probe_that_could_not_run_keeps_verdict_and_run_and_counts_unknown() -> None:
+    pod = make_pod("uid-err", name="err", liveness=exec_probe(failure=2))
+    F = ProbeResult.FAILURE
+    # A raising prober and an UNKNOWN answer (the prober's "errored") are alike.
+    rig = Rig(ProbeType.LIVENESS, pod, F, RuntimeError("exec broke"), ProbeResult.UNKNOWN, F)
     rig.show(running("a"))
-    await rig.worker.do_probe()
 
-    assert await rig.worker.do_probe()
+    assert all(await rig.steps(3))
     assert rig.results.get(cid("a")) is ProbeResult.SUCCESS
-    assert len(rig.prober.calls) == 2
-    assert probe_count("Readiness", "successful", pod) == 1
-    assert probe_count("Readiness", "failed", pod) == 0
-    assert probe_count("Readiness", "unknown", pod) == 0
+    assert probe_count("Liveness", "unknown", pod) == 2
+
+    # The errors did not break the run: this is the second consecutive failure.
+    await rig.worker.do_probe()
+    assert rig.results.get(cid("a")) is F
+    assert probe_count("Liveness", "failed", pod) == 2
 
 
 async def test_metrics_count_results_with_labels_and_time_answers() -> None:
@@ -385,6 +390,7 @@ async def test_metrics_count_results_with_labels_and_time_answers() -> None:
     assert probe_count("Liveness", "successful", pod) == 2
     assert probe_count("Liveness", "failed", pod) == 1
     assert probe_count("Liveness", "unknown", pod) == 1
+    assert probe_count("Readiness", "successful", pod) == 0
     timed = PROBER_REGISTRY.get_sample_value("prober_probe_duration_seconds_count", {
         "probe_type": "Liveness", "container": "app", "pod": "metrics",
         "namespace": "default"})
@@ -405,7 +411,7 @@ async def test_worker_probes_every_period_and_cleans_up_on_stop() -> None:
     await asyncio.wait_for(task, 1)
 
     times = [call[2] for call in rig.prober.calls[:4]]
-    assert [later - earlier for earlier, later in zip(times, times[1:], strict=False)] == [7, 7, 7]
+    assert [later - earlier for earlier, later in itertools.pairwise(times)] == [7, 7, 7]
     # A stopped worker leaves nothing behind: verdict, metric series, manager entry.
     assert rig.results.get(cid("a")) is None
     assert PROBER_REGISTRY.get_sample_value("prober_probe_total", {
@@ -426,7 +432,7 @@ async def test_trigger_probes_at_once_and_restarts_the_period() -> None:
               sleep=held_sleep)
     rig.show(running("a"))
     task = asyncio.create_task(rig.worker.run())
-    while len(rig.prober.calls) < 1:
+    while len(clock.sleeps) < 1:
         await asyncio.sleep(0)
     rig.clock.now += 4
     rig.worker.trigger()
@@ -438,4 +444,5 @@ async def test_trigger_probes_at_once_and_restarts_the_period() -> None:
     await asyncio.wait_for(task, 1)
 
     assert rig.prober.calls[1][2] == NOW + 4
+    # Without the reset the worker would wait only the 6 s left of the old period.
     assert rig.clock.sleeps == [10, 10]

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import V1ObjectMeta, V1Pod
 
-from pykubelet.container import PodLifecycleEvent, PodLifecycleEventType
-from pykubelet.kubelet.sync_loop import LoopInputs, ProbeUpdate, sync_loop
+from pykubelet.container import ContainerID, PodLifecycleEvent, PodLifecycleEventType
+from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
+from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.prober.results import ResultUpdate
 from pykubelet.sources.podupdate import PodOperation, PodUpdate
 
 
@@ -48,20 +50,24 @@ class Harness:
     def __init__(self, **overrides: Any) -> None:
         self.config: asyncio.Queue[PodUpdate] = asyncio.Queue()
         self.pleg: asyncio.Queue[PodLifecycleEvent] = asyncio.Queue()
-        self.probes: asyncio.Queue[ProbeUpdate] = asyncio.Queue()
+        self.probes: dict[str, asyncio.Queue[ResultUpdate]] = {
+            kind: asyncio.Queue() for kind in ("liveness", "readiness", "startup")}
         self.known = {"a": pod("a"), "b": pod("b")}
         self.errors: list[str] = []
         self.ready = True
         self.died: list[tuple[str, str]] = []
-        self.probe_seen: list[ProbeUpdate] = []
+        self.probe_seen: list[tuple[str, ResultUpdate]] = []
         self.beats = 0
         self.due: list[V1Pod] = []
         fields: dict[str, Any] = {
             "config_updates": self.config, "pleg_events": self.pleg,
-            "probe_updates": self.probes, "runtime_errors": lambda: list(self.errors),
+            "liveness_updates": self.probes["liveness"],
+            "readiness_updates": self.probes["readiness"],
+            "startup_updates": self.probes["startup"],
+            "runtime_errors": lambda: list(self.errors),
             "pod_by_uid": self.known.get, "pods_to_sync": self._take_due,
             "sources_ready": lambda: self.ready, "mark_source_seen": lambda source: None,
-            "on_probe_update": self.probe_seen.append,
+            "on_probe_update": lambda kind, update: self.probe_seen.append((kind, update)),
             "on_container_died": lambda uid, cid: self.died.append((uid, cid)),
             "heartbeat": self._beat, "sync_period": 0.05, "housekeeping_period": 0.1,
         }
@@ -123,13 +129,20 @@ async def test_housekeeping_waits_for_sources_ready() -> None:
     assert h.handler.cleanups >= 1
 
 
-async def test_probe_results_update_status_then_sync_the_pod() -> None:
+async def test_probe_changes_sync_the_pod_but_a_liveness_success_does_not() -> None:
     h = Harness()
-    update = ProbeUpdate("readiness", "a", "containerd://x", True)
-    h.probes.put_nowait(update)
+    ready = ResultUpdate(ContainerID("containerd", "x"), ProbeResult.SUCCESS, "a")
+    alive = ResultUpdate(ContainerID("containerd", "y"), ProbeResult.SUCCESS, "b")
+    dead = ResultUpdate(ContainerID("containerd", "y"), ProbeResult.FAILURE, "b")
+    h.probes["readiness"].put_nowait(ready)
+    h.probes["liveness"].put_nowait(alive)
     await h.run_for(0.1)
-    assert h.probe_seen == [update]
-    assert ("sync", ["a"]) in h.handler.calls
+    assert h.probe_seen == [("readiness", ready)]
+    assert h.handler.calls == [("sync", ["a"])]
+    h.probes["liveness"].put_nowait(dead)
+    await h.run_for(0.1)
+    assert h.probe_seen[-1] == ("liveness", dead)
+    assert h.handler.calls[-1] == ("sync", ["b"])
 
 
 async def test_runtime_errors_stop_syncing_until_the_runtime_recovers() -> None:
