@@ -30,9 +30,11 @@ from pykubelet.lifecycle.handlers import HandlerRunner
 from pykubelet.pleg import GenericPLEG
 from pykubelet.podworkers import PodWorkers
 from pykubelet.prober.manager import ProbeManager
+from pykubelet.prober.metrics import PROBER_REGISTRY
 from pykubelet.prober.prober import Prober
 from pykubelet.prober.results import ResultsManager
 from pykubelet.server.healthz import HealthChecker, healthz_routes
+from pykubelet.server.metrics import registry_route
 from pykubelet.server.readonly import readonly_routes, start_http_server
 from pykubelet.sources.file import StaticPodFileSource
 from pykubelet.sources.http import StaticPodURLSource
@@ -154,8 +156,9 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         runners.append(await start_http_server(config.healthz_bind_address, config.healthz_port,
                                                healthz_routes(checks)))
     if config.read_only_port > 0:
-        runners.append(await start_http_server(config.address, config.read_only_port,
-                                               readonly_routes(kubelet_pods(kubelet), checks)))
+        runners.append(await start_http_server(config.address, config.read_only_port, [
+            *readonly_routes(kubelet_pods(kubelet), checks),
+            registry_route("/metrics/probes", PROBER_REGISTRY)]))
 
     tasks: list[asyncio.Task[Any]] = []
 

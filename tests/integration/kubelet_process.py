@@ -119,6 +119,16 @@ class KubeletProcess:
         except OSError:
             return None
 
+    def probe_metrics(self) -> str:
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.read_only_port}/metrics/probes", timeout=5) as response:
+            return str(response.read().decode())
+
+    def events(self, reason: str) -> list[str]:
+        """Event lines logged with this reason (in standalone mode events go to the log)."""
+        return [line for line in self.log_text().splitlines()
+                if '"Event occurred"' in line and f'reason="{reason}"' in line]
+
     def pods(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(
                 f"http://127.0.0.1:{self.read_only_port}/pods", timeout=5) as response:
@@ -191,6 +201,22 @@ def runtime_view(endpoint: str) -> dict[str, Any]:
         return {"sandboxes": sandboxes, "containers": containers}
 
     return asyncio.run(collect())
+
+
+def exec_in(endpoint: str, container_id: str, *command: str) -> int:
+    """Run a command in a container through CRI (as ``kubectl exec`` would); its exit code."""
+    cid = container_id.split("://", 1)[-1]
+
+    async def run() -> int:
+        service = RemoteRuntimeService(endpoint, 30)
+        await service.connect()
+        try:
+            result = await service.exec_sync(cid, list(command), 10)
+        finally:
+            await service.close()
+        return result.exit_code
+
+    return asyncio.run(run())
 
 
 def remove_everything(endpoint: str) -> None:

@@ -145,9 +145,12 @@ async def test_first_probe_is_spread_over_a_period_only_right_after_start() -> N
     rig.board.put("uid-1", running("a"))
     rig.board.put("uid-2", running("b"))
 
-    rig.manager.add_pod(make_pod("uid-1", readiness=exec_probe(period=10)))
+    first = make_pod("uid-1", readiness=exec_probe(period=10))
+    rig.manager.add_pod(first)
     await until(lambda: len(rig.prober.calls) >= 1)
     assert rig.prober.calls[0][2] == NOW + 5
+    rig.manager.remove_pod(first)  # its worker would keep moving the fake clock
+    await until(lambda: rig.manager.worker_count() == 0)
 
     # Long after start, a new pod's probes begin at once.
     started = rig.clock.now = NOW + 3600
