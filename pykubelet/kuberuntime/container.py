@@ -41,7 +41,13 @@ from pykubelet.cri import logfile
 from pykubelet.cri.errors import is_not_found
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
-from pykubelet.events import NORMAL, WARNING, EventRecorder, LoggingRecorder
+from pykubelet.events import (
+    NORMAL,
+    WARNING,
+    EventRecorder,
+    LoggingRecorder,
+    container_field_path,
+)
 from pykubelet.kuberuntime.actions import (
     CRASH_LOOP_BACK_OFF,
     KillReason,
@@ -62,7 +68,6 @@ from pykubelet.kuberuntime.labels import (
 )
 from pykubelet.kuberuntime.logs import pod_logs_directory
 from pykubelet.kuberuntime.sandbox import nanos_to_seconds
-from pykubelet.prober.prober import container_field_path
 from pykubelet.util import klog
 
 # Sync actions and the reasons of their failures, spelled as upstream reports them.

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from kubernetes_asyncio.client import V1Container, V1ContainerStatus, V1Pod, V1PodStatus
 
 from pykubelet.container import ContainerID
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.kuberuntime.actions import ProbeResult, is_restartable_init_container
 from pykubelet.prober.results import ResultsManager
 from pykubelet.prober.worker import (
     DEFAULT_PERIOD_SECONDS,
@@ -33,6 +33,7 @@ from pykubelet.prober.worker import (
     ProbeWorker,
     Sleep,
     StatusProvider,
+    is_running,
     pod_uid,
 )
 from pykubelet.util import klog
@@ -42,22 +43,13 @@ __all__ = ["ProbeManager", "ProbeType", "ProberLike"]
 WorkerKey = tuple[str, str, ProbeType]
 
 
-def _is_restartable_init_container(container: V1Container) -> bool:
-    return container.restart_policy == "Always"
-
-
 def probed_containers(pod: V1Pod) -> list[V1Container]:
     """App containers and sidecars: the containers that may carry running probes."""
     spec = pod.spec
     if spec is None:
         return []
-    sidecars = [c for c in spec.init_containers or [] if _is_restartable_init_container(c)]
+    sidecars = [c for c in spec.init_containers or [] if is_restartable_init_container(c)]
     return [*(spec.containers or []), *sidecars]
-
-
-def _is_running(container_status: V1ContainerStatus) -> bool:
-    state = container_status.state
-    return state is not None and state.running is not None
 
 
 def _parse_id(container_status: V1ContainerStatus) -> ContainerID | None:
@@ -234,7 +226,7 @@ class ProbeManager:
                 klog.v(4).info("Init container status without a spec", podUID=uid,
                                containerName=container_status.name)
                 continue
-            if _is_restartable_init_container(spec):
+            if is_restartable_init_container(spec):
                 self._update_container(uid, container_status, terminating)
                 continue
             container_status.started = self._is_started(uid, container_status)
@@ -261,7 +253,7 @@ class ProbeManager:
             worker.trigger()
 
     def _is_started(self, uid: str, container_status: V1ContainerStatus) -> bool:
-        if not _is_running(container_status):
+        if not is_running(container_status):
             return False
         container_id = _parse_id(container_status)
         result = self.startup.get(container_id) if container_id is not None else None

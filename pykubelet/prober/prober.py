@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes_asyncio.client import V1Container, V1Pod, V1PodStatus, V1Probe
 
 from pykubelet.container import ContainerID
-from pykubelet.events import WARNING, EventRecorder, describe
+from pykubelet.events import WARNING, EventRecorder, container_field_path, describe
 from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.kuberuntime.container_config import expand
 from pykubelet.probe import resolve_container_port
@@ -54,17 +54,6 @@ class _Check:
     result: ProbeResult
     output: str
     warning: bool = False
-
-
-def container_field_path(pod: V1Pod, container: V1Container) -> str:
-    """The event ``fieldPath`` of a container, e.g. ``spec.containers{app}``."""
-    spec = pod.spec
-    if spec is not None:
-        for field_name, containers in (("initContainers", spec.init_containers),
-                                       ("ephemeralContainers", spec.ephemeral_containers)):
-            if any(c.name == container.name for c in containers or []):
-                return f"spec.{field_name}{{{container.name}}}"
-    return f"spec.containers{{{container.name}}}"
 
 
 def probe_of(probe_type: str, container: V1Container) -> V1Probe | None:
@@ -195,7 +184,6 @@ __all__ = [
     "STARTUP",
     "ProbeError",
     "Prober",
-    "container_field_path",
     "probe_of",
     "static_env_expander",
 ]

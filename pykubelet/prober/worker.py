@@ -40,7 +40,7 @@ from typing import Protocol
 from kubernetes_asyncio.client import V1Container, V1ContainerStatus, V1Pod, V1PodStatus, V1Probe
 
 from pykubelet.container import ContainerID
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.kuberuntime.actions import ProbeResult, is_restartable_init_container
 from pykubelet.prober import metrics
 from pykubelet.prober.results import ResultsManager
 from pykubelet.util import klog
@@ -120,14 +120,9 @@ def find_container_status(status: V1PodStatus, name: str) -> V1ContainerStatus |
     return None
 
 
-def _running_since(container_status: V1ContainerStatus) -> datetime | None:
+def is_running(container_status: V1ContainerStatus) -> bool:
     state = container_status.state
-    if state is None or state.running is None:
-        return None
-    started_at = state.running.started_at
-    # A running container always has a start time; treat a missing one as "now"
-    # rather than as the epoch, which would skip the initial delay.
-    return started_at if isinstance(started_at, datetime) else datetime.now().astimezone()
+    return state is not None and state.running is not None
 
 
 class ProbeWorker:
@@ -217,10 +212,6 @@ class ProbeWorker:
         """Probe now instead of at the next tick (upstream's manual trigger)."""
         self._wake.set()
 
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
     async def run(self) -> None:
         try:
             if self._initial_jitter > 0:
@@ -296,28 +287,25 @@ class ProbeWorker:
             klog.v(3).info("No status for pod", pod=_pod_ref(self.pod))
             return True
         if status.phase in TERMINAL_PHASES:
-            klog.v(3).info("Pod is terminated, exiting probe worker", pod=_pod_ref(self.pod),
+            klog.v(3).info("Pod is terminal, probe worker exits", pod=_pod_ref(self.pod),
                            phase=status.phase)
             return False
 
         container_status = find_container_status(status, self.container.name)
         if container_status is None:
-            klog.v(3).info("Probe target container not found", pod=_pod_ref(self.pod),
+            klog.v(3).info("Container to probe not found yet", pod=_pod_ref(self.pod),
                            containerName=self.container.name)
             return True
 
-        current_id = ContainerID.parse(container_status.container_id)
-        if current_id != self.container_id:
-            self._follow_new_container(current_id)
-        assert self.container_id is not None
-        container_id = self.container_id
+        container_id = ContainerID.parse(container_status.container_id)
+        if container_id != self.container_id:
+            self._follow_new_container(container_id)
 
         if self.on_hold:
             return True
 
-        running_since = _running_since(container_status)
-        if running_since is None:
-            klog.v(3).info("Non-running container probed", pod=_pod_ref(self.pod),
+        if not is_running(container_status):
+            klog.v(3).info("Container is not running, not probing it", pod=_pod_ref(self.pod),
                            containerName=self.container.name)
             self._results.set(container_id, ProbeResult.FAILURE, self.pod)
             return self._container_may_run_again(container_status)
@@ -325,7 +313,7 @@ class ProbeWorker:
         deleting = (self.pod.metadata is not None
                     and self.pod.metadata.deletion_timestamp is not None)
         if deleting and self.probe_type in (ProbeType.LIVENESS, ProbeType.STARTUP):
-            klog.v(3).info("Pod deletion requested, setting probe result to success",
+            klog.v(3).info("Pod is being deleted, reporting a last success",
                            probeType=self.probe_type.metric_label, pod=_pod_ref(self.pod),
                            containerName=self.container.name)
             # A last Success keeps a terminating container from being killed by its probe.
@@ -336,7 +324,7 @@ class ProbeWorker:
             self._results.set(container_id, ProbeResult.FAILURE, self.pod)
             return True
 
-        if int(self._clock() - running_since.timestamp()) < self.initial_delay_seconds:
+        if int(self._clock() - self._started_at(container_status)) < self.initial_delay_seconds:
             return True
 
         if container_status.started:
@@ -387,6 +375,15 @@ class ProbeWorker:
             self._result_run = 0
         return True
 
+    def _started_at(self, container_status: V1ContainerStatus) -> float:
+        assert container_status.state is not None and container_status.state.running is not None
+        started_at = container_status.state.running.started_at
+        if isinstance(started_at, datetime):
+            return started_at.timestamp()
+        # A running container always has a start time; a missing one counts as
+        # "just started" rather than as the epoch, which would skip the delay.
+        return self._clock()
+
     def _follow_new_container(self, container_id: ContainerID) -> None:
         if self.container_id is not None:
             self._results.remove(self.container_id)
@@ -406,7 +403,7 @@ class ProbeWorker:
             return True
         # A sidecar restarts whatever the pod's policy says.
         init_names = {c.name for c in (self.pod.spec.init_containers or [])}
-        return self.container.name in init_names and self.container.restart_policy == "Always"
+        return self.container.name in init_names and is_restartable_init_container(self.container)
 
     def _count(self, result: ProbeResult) -> None:
         if result == self._last_result:
