@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,32 +22,12 @@ from pykubelet.cri import (
     is_not_found,
 )
 from pykubelet.cri.logfile import read_log_lines, read_log_tail
+from tests.integration.conftest import REQUEST_TIMEOUT
 from tests.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 
-REQUEST_TIMEOUT = 30.0
 GREETING = "hello from the cri client test"
-
-
-@pytest.fixture
-async def runtime(testbed: Testbed) -> AsyncIterator[RemoteRuntimeService]:
-    client = RemoteRuntimeService(testbed.endpoint, request_timeout=REQUEST_TIMEOUT)
-    await client.connect()
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
-async def images(testbed: Testbed) -> AsyncIterator[RemoteImageService]:
-    client = RemoteImageService(testbed.endpoint, request_timeout=REQUEST_TIMEOUT)
-    await client.connect()
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 def _sandbox_config(log_dir: Path) -> api_pb2.PodSandboxConfig:

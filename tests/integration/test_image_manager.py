@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -37,28 +36,7 @@ from tests.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 
-REQUEST_TIMEOUT = 30.0
 UNREACHABLE_IMAGE = "127.0.0.1:5999/nothing:1"
-
-
-@pytest.fixture
-async def images(testbed: Testbed) -> AsyncIterator[RemoteImageService]:
-    client = RemoteImageService(testbed.endpoint, request_timeout=REQUEST_TIMEOUT)
-    await client.connect()
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
-async def runtime(testbed: Testbed) -> AsyncIterator[RemoteRuntimeService]:
-    client = RemoteRuntimeService(testbed.endpoint, request_timeout=REQUEST_TIMEOUT)
-    await client.connect()
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 def make_pod(image: str, pull_policy: str | None = None, **container: Any) -> Any:

@@ -43,7 +43,6 @@ from tests.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 
-REQUEST_TIMEOUT = 30.0
 HTTP_PORT = 8080
 CLOSED_PORT = 9000
 # Serves /www on 8080; the CGI script records each hit and its User-Agent.
@@ -75,16 +74,6 @@ class RunningPod:
     async def read(self, path: str) -> str:
         result = await self.runtime.exec_sync(self.container_id.id, ["cat", path], 10)
         return result.stdout.decode() if result.exit_code == 0 else ""
-
-
-@pytest.fixture
-async def runtime(testbed: Testbed) -> AsyncIterator[RemoteRuntimeService]:
-    client = RemoteRuntimeService(testbed.endpoint, request_timeout=REQUEST_TIMEOUT)
-    await client.connect()
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 @pytest.fixture
