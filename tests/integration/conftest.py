@@ -1,12 +1,14 @@
-"""CRI clients connected to the session's containerd testbed, for tests that drive CRI directly."""
+"""Fixtures on the session's containerd testbed: CRI clients and a running pykubelet."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from pykubelet.cri import RemoteImageService, RemoteRuntimeService
+from tests.integration.kubelet_process import KubeletProcess, remove_everything
 from tests.testbed import Testbed
 
 REQUEST_TIMEOUT = 30.0
@@ -30,3 +32,15 @@ async def images(testbed: Testbed) -> AsyncIterator[RemoteImageService]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture
+def kubelet(testbed: Testbed, tmp_path: Path) -> Iterator[KubeletProcess]:
+    """A running pykubelet on the testbed; its pods are removed afterwards."""
+    process = KubeletProcess(tmp_path, testbed.endpoint)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        remove_everything(testbed.endpoint)

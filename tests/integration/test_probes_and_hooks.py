@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,22 +16,10 @@ from tests.integration.kubelet_process import (
     busybox_pod,
     exec_in,
     free_port,
-    remove_everything,
 )
 from tests.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
-
-
-@pytest.fixture
-def kubelet(testbed: Testbed, tmp_path: Path) -> Iterator[KubeletProcess]:
-    process = KubeletProcess(tmp_path, testbed.endpoint)
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-        remove_everything(testbed.endpoint)
 
 
 def exec_probe(*command: str, **fields: Any) -> dict[str, Any]:

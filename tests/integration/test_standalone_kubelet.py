@@ -11,7 +11,6 @@ import ipaddress
 import itertools
 import signal
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,17 +26,6 @@ from tests.integration.kubelet_process import (
 from tests.testbed import POD_SUBNET, Testbed
 
 pytestmark = pytest.mark.containerd
-
-
-@pytest.fixture
-def kubelet(testbed: Testbed, tmp_path: Path) -> Iterator[KubeletProcess]:
-    process = KubeletProcess(tmp_path, testbed.endpoint)
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-        remove_everything(testbed.endpoint)
 
 
 def sleeper(name: str, script: str = "sleep 3600") -> dict[str, Any]:
