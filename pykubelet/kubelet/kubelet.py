@@ -231,9 +231,10 @@ class Kubelet:
         self.status_manager.remove_orphaned_statuses(set(desired))
         self.probe_manager.clean_up_pods(set(desired))
         # A desired pod without a worker was forgotten after a finished
-        # termination and wanted again (same UID): give it a fresh start.
+        # termination and wanted again (same UID): give it a fresh start. A pod
+        # that admission rejected never had a worker and must not get one here.
         for uid, pod in desired.items():
-            if uid not in worker_states:
+            if uid not in worker_states and not self._is_terminal(pod):
                 self.dispatch_work(pod, SyncPodType.CREATE)
 
         running = await self.runtime.get_pods(all_pods=False)

@@ -304,3 +304,24 @@ def test_restart_cleans_up_pods_whose_manifest_went_away(testbed: Testbed,
     finally:
         first.stop()
         remove_everything(testbed.endpoint)
+
+
+def test_admission_rejects_pods_beyond_max_pods(testbed: Testbed, tmp_path: Path) -> None:
+    kubelet = KubeletProcess(tmp_path, testbed.endpoint, extra_config={"maxPods": 2})
+    kubelet.start()
+    try:
+        for name in ("one", "two"):
+            kubelet.write_pod(busybox_pod(name, [sleeper("c")], testbed.busybox_image))
+            kubelet.wait_phase(name, "Running")
+        kubelet.write_pod(busybox_pod("three", [sleeper("c")], testbed.busybox_image))
+        status = kubelet.wait_phase("three", "Failed")
+        assert status["reason"] == "OutOfpods"
+        assert "pods" in status["message"]
+        time.sleep(5)  # several housekeeping rounds: the rejected pod must stay rejected
+        uid = kubelet.pod("three")["metadata"]["uid"]  # type: ignore[index]
+        assert not [s for s in runtime_view(testbed.endpoint)["sandboxes"]
+                    if s.metadata.uid == uid]
+        assert kubelet.status("three")["phase"] == "Failed"
+    finally:
+        kubelet.stop()
+        remove_everything(testbed.endpoint)
