@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import json
 import signal
+import threading
 import time
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -324,4 +327,44 @@ def test_admission_rejects_pods_beyond_max_pods(testbed: Testbed, tmp_path: Path
         assert kubelet.status("three")["phase"] == "Failed"
     finally:
         kubelet.stop()
+        remove_everything(testbed.endpoint)
+
+
+def test_pods_from_a_manifest_url(testbed: Testbed, tmp_path: Path) -> None:
+    """``staticPodURL`` serving a PodList, with the ``staticPodURLHeader`` it requires."""
+    pod_list = {"apiVersion": "v1", "kind": "PodList", "items": [
+        busybox_pod("from-url", [sleeper("c")], testbed.busybox_image)]}
+
+    class Manifests(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.headers.get("X-Token") != "let-me-in":
+                self.send_response(403)
+                self.end_headers()
+                return
+            body = json.dumps(pod_list).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Manifests)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/pods"
+    kubelet = KubeletProcess(tmp_path, testbed.endpoint, extra_config={
+        "staticPodURL": url, "staticPodURLHeader": {"X-Token": ["let-me-in"]},
+        "httpCheckFrequency": "2s"})
+    kubelet.start()
+    try:
+        kubelet.wait_phase("from-url", "Running")
+        pod = kubelet.pod("from-url")
+        assert pod is not None
+        assert pod["metadata"]["annotations"]["kubernetes.io/config.source"] == "http"
+        pod_list["items"] = []
+        kubelet.wait_for(lambda: kubelet.pod("from-url") is None, 30, "pod removed from the URL")
+    finally:
+        kubelet.stop()
+        server.shutdown()
         remove_everything(testbed.endpoint)
