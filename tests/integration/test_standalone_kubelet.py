@@ -11,8 +11,10 @@ import ipaddress
 import itertools
 import json
 import signal
+import socket
 import threading
 import time
+import urllib.request
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,12 +25,20 @@ import pytest
 from tests.integration.kubelet_process import (
     KubeletProcess,
     busybox_pod,
+    free_port,
     remove_everything,
     runtime_view,
 )
 from tests.testbed import POD_SUBNET, Testbed
 
 pytestmark = pytest.mark.containerd
+
+
+def node_address() -> str:
+    """A non-loopback address of this machine: host ports are published on the node's IPs."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("10.255.255.255", 1))  # UDP connect sends nothing; it picks a route
+        return str(probe.getsockname()[0])
 
 
 def sleeper(name: str, script: str = "sleep 3600") -> dict[str, Any]:
@@ -368,3 +378,18 @@ def test_pods_from_a_manifest_url(testbed: Testbed, tmp_path: Path) -> None:
         kubelet.stop()
         server.shutdown()
         remove_everything(testbed.endpoint)
+
+
+def test_host_port_reaches_the_container(kubelet: KubeletProcess, testbed: Testbed) -> None:
+    host_port = free_port()
+    kubelet.write_pod(busybox_pod("hostport", [{
+        "name": "web", "command": ["sh", "-c", "mkdir -p /www && echo served-by-pod > "
+                                   "/www/index.html && exec httpd -f -p 8080 -h /www"],
+        "ports": [{"containerPort": 8080, "hostPort": host_port}]}], testbed.busybox_image))
+    kubelet.wait_phase("hostport", "Running")
+
+    def fetch() -> str:
+        with urllib.request.urlopen(f"http://{node_address()}:{host_port}/", timeout=2) as reply:
+            return str(reply.read().decode())
+
+    assert "served-by-pod" in kubelet.wait_for(fetch, 30, "page through the host port")
