@@ -237,24 +237,21 @@ class Kubelet:
             if uid not in worker_states and not self._is_terminal(pod):
                 self.dispatch_work(pod, SyncPodType.CREATE)
 
-        running = await self.runtime.get_pods(all_pods=False)
-        for runtime_pod in running:
-            if runtime_pod.id in desired or runtime_pod.id in worker_states:
-                continue
-            workers.update_pod(UpdatePodOptions(
-                update_type=SyncPodType.KILL, pod=None, running_pod=runtime_pod,
-                start_time=time.monotonic(), kill_pod_options=KillPodOptions()))
-
-        every = await self.runtime.get_pods(all_pods=True)
-        for runtime_pod in every:
+        # One listing serves both clean-ups: pods that still run are killed,
+        # pods that have stopped are removed from the runtime.
+        for runtime_pod in await self.runtime.get_pods(all_pods=True):
             uid = runtime_pod.id
-            if uid in desired or not workers.should_pod_runtime_be_removed(uid):
+            if uid in desired:
                 continue
-            if any(c.state == ContainerState.RUNNING for c in runtime_pod.containers):
-                continue
-            klog.v(2).info("Removing terminated pod from the runtime", podUID=uid)
-            await self.runtime.remove_pod(uid)
-            self.cache.delete(uid)
+            if _still_running(runtime_pod):
+                if uid not in worker_states:
+                    workers.update_pod(UpdatePodOptions(
+                        update_type=SyncPodType.KILL, pod=None, running_pod=runtime_pod,
+                        start_time=time.monotonic(), kill_pod_options=KillPodOptions()))
+            elif workers.should_pod_runtime_be_removed(uid):
+                klog.v(2).info("Removing terminated pod from the runtime", podUID=uid)
+                await self.runtime.remove_pod(uid)
+                self.cache.delete(uid)
 
         await asyncio.to_thread(self._remove_orphaned_pod_dirs, set(desired))
 
@@ -282,6 +279,11 @@ class Kubelet:
                 pod.status = status
             pods.append(pod)
         return pods
+
+
+def _still_running(pod: Pod) -> bool:
+    """A runtime pod with a running container or a ready sandbox still needs a kill."""
+    return any(c.state == ContainerState.RUNNING for c in (*pod.containers, *pod.sandboxes))
 
 
 def _succeeded(results: ResultsManager, container_id: str) -> bool:
