@@ -127,7 +127,7 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
     reason_cache = ReasonCache()
     probe_manager = ProbeManager(Prober(runtime_service, recorder), liveness=liveness,
                                  readiness=readiness, startup=startup,
-                                 status_provider=status_manager.get_pod_status)
+                                 status_provider=status_manager.peek_pod_status)
     kubelet = Kubelet(
         KubeletOptions(node_name=node_name, root_dir=flags.root_dir, host_ip=host_ip,
                        max_pods=config.max_pods, sync_frequency=_seconds(config.sync_frequency),

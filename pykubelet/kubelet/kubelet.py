@@ -148,7 +148,7 @@ class Kubelet:
             phase="Failed", reason=reason, message=f"Pod was rejected: {message}"))
 
     def _is_terminal(self, pod: V1Pod) -> bool:
-        status = self.status_manager.get_pod_status(pod_uid(pod))
+        status = self.status_manager.peek_pod_status(pod_uid(pod))
         return status is not None and status.phase in TERMINAL_PHASES
 
     def pods_to_sync(self) -> list[V1Pod]:

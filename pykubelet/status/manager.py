@@ -97,6 +97,16 @@ class StatusManager:
         cached = self._statuses.get(uid)
         return copy.deepcopy(cached.status) if cached is not None else None
 
+    def peek_pod_status(self, uid: str) -> V1PodStatus | None:
+        """The cached status itself, not a copy: for hot paths that only read it.
+
+        Probe workers read a pod's status on every probe; deep-copying the
+        generated models costs about half a millisecond each, which at 100
+        probes a second is several percent of a core. Callers must not mutate it.
+        """
+        cached = self._statuses.get(uid)
+        return cached.status if cached is not None else None
+
     def pod_with_status(self, pod: V1Pod) -> V1Pod:
         """A copy of ``pod`` carrying the status recorded here (or its own when none is)."""
         filled = copy.deepcopy(pod)
