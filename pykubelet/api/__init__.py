@@ -63,4 +63,26 @@ def pod_from_dict(data: dict[str, Any]) -> V1Pod:
     return from_dict(data, V1Pod)
 
 
-__all__ = ["from_dict", "pod_from_dict", "to_dict"]
+# How pods are named in maps, logs and messages: one spelling each, used everywhere.
+
+def pod_uid(pod: V1Pod) -> str:
+    """The pod's UID, the key of every per-pod map in the kubelet ("" when unset)."""
+    meta = pod.metadata
+    return str(meta.uid or "") if meta is not None else ""
+
+
+def pod_ref(pod: V1Pod) -> str:
+    """``namespace/name``, how log lines name a pod (klog's ``KObj``)."""
+    meta = pod.metadata
+    return f"{meta.namespace or ''}/{meta.name or ''}" if meta is not None else ""
+
+
+def pod_desc(pod: V1Pod) -> str:
+    """``name_namespace(uid)``, the pod spelling of upstream's messages and events."""
+    meta = pod.metadata
+    if meta is None:
+        return "_()"
+    return f"{meta.name or ''}_{meta.namespace or ''}({meta.uid or ''})"
+
+
+__all__ = ["from_dict", "pod_desc", "pod_from_dict", "pod_ref", "pod_uid", "to_dict"]

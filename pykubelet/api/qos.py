@@ -19,6 +19,7 @@ from typing import Any
 from kubernetes_asyncio.client import V1Container, V1Pod
 
 from pykubelet.api.quantity import memory_to_bytes, parse_quantity
+from pykubelet.sources.podupdate import is_node_critical_pod
 
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"
@@ -30,11 +31,6 @@ BEST_EFFORT_OOM_SCORE_ADJ = 1000
 KUBELET_OOM_SCORE_ADJ = -999
 
 _QOS_RESOURCES = ("cpu", "memory")
-_SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
-_SYSTEM_NODE_CRITICAL = "system-node-critical"
-CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
-CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-API_SERVER_SOURCE = "api"
 
 
 def _resource_map(values: Any) -> dict[str, Any]:
@@ -104,25 +100,6 @@ def get_pod_qos(pod: V1Pod) -> str:
     return compute_pod_qos(pod)
 
 
-def is_static_pod(pod: V1Pod) -> bool:
-    annotations = (pod.metadata.annotations if pod.metadata else None) or {}
-    source = annotations.get(CONFIG_SOURCE_ANNOTATION)
-    return source is not None and source != API_SERVER_SOURCE
-
-
-def is_critical_pod(pod: V1Pod) -> bool:
-    annotations = (pod.metadata.annotations if pod.metadata else None) or {}
-    if is_static_pod(pod) or CONFIG_MIRROR_ANNOTATION in annotations:
-        return True
-    priority = pod.spec.priority if pod.spec is not None else None
-    return priority is not None and priority >= _SYSTEM_CRITICAL_PRIORITY
-
-
-def is_node_critical_pod(pod: V1Pod) -> bool:
-    return is_critical_pod(pod) and pod.spec is not None and \
-        pod.spec.priority_class_name == _SYSTEM_NODE_CRITICAL
-
-
 def container_oom_score_adjust(pod: V1Pod, container: V1Container, memory_capacity: int) -> int:
     """The ``oom_score_adj`` for one container on a node with ``memory_capacity`` bytes."""
     if is_node_critical_pod(pod):
@@ -154,7 +131,4 @@ __all__ = [
     "container_oom_score_adjust",
     "container_requests",
     "get_pod_qos",
-    "is_critical_pod",
-    "is_node_critical_pod",
-    "is_static_pod",
 ]

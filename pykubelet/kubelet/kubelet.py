@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 from kubernetes_asyncio.client import V1Pod, V1PodStatus
 
+from pykubelet.api import pod_ref, pod_uid
 from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, Runtime
 from pykubelet.container.cache import PodCache
-from pykubelet.kubelet.pod_manager import PodManager, pod_uid
+from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.kuberuntime.manager import running_pod_from_status
@@ -143,7 +144,7 @@ class Kubelet:
         return None
 
     def reject_pod(self, pod: V1Pod, reason: str, message: str) -> None:
-        klog.info("Pod admission denied", pod=_name(pod), reason=reason, message=message)
+        klog.info("Pod admission denied", pod=pod_ref(pod), reason=reason, message=message)
         self.status_manager.set_pod_status(pod, V1PodStatus(
             phase="Failed", reason=reason, message=f"Pod was rejected: {message}"))
 
@@ -181,7 +182,7 @@ class Kubelet:
         self.status_manager.set_pod_status(pod, api_status)
         stored = self.status_manager.get_pod_status(pod_uid(pod)) or api_status
         if stored.phase in TERMINAL_PHASES:
-            klog.v(4).info("Pod is terminal, skipping sync", pod=_name(pod), phase=stored.phase)
+            klog.v(4).info("Pod is terminal, skipping sync", pod=pod_ref(pod), phase=stored.phase)
             return True
         network = self.runtime_state.network_errors()
         if network and not (pod.spec.host_network or False):
@@ -197,7 +198,7 @@ class Kubelet:
 
     async def sync_terminating_pod(self, pod: V1Pod, pod_status: PodStatus,
                                    grace_period: int | None) -> None:
-        klog.v(4).info("SyncTerminatingPod enter", pod=_name(pod))
+        klog.v(4).info("SyncTerminatingPod enter", pod=pod_ref(pod))
         # A terminating container is never restarted, so its liveness no longer matters.
         self.probe_manager.stop_liveness_and_startup(pod)
         self.status_manager.set_pod_status(pod, self._api_status(pod, pod_status))
@@ -209,7 +210,7 @@ class Kubelet:
         if still:
             raise RuntimeError(f"containers still running after kill: {', '.join(still)}")
         self.status_manager.set_pod_status(pod, self._api_status(pod, after, terminal=True))
-        klog.v(4).info("SyncTerminatingPod exit", pod=_name(pod))
+        klog.v(4).info("SyncTerminatingPod exit", pod=pod_ref(pod))
 
     async def sync_terminating_runtime_pod(self, running_pod: Pod) -> None:
         klog.info("Killing orphaned pod found in the runtime", podUID=running_pod.id,
@@ -297,6 +298,3 @@ def _creation_key(pod: V1Pod) -> float:
     created = pod.metadata.creation_timestamp
     return created.timestamp() if created is not None else 0.0
 
-
-def _name(pod: V1Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"

@@ -9,13 +9,8 @@ from __future__ import annotations
 
 from kubernetes_asyncio.client import V1Pod
 
-
-def pod_uid(pod: V1Pod) -> str:
-    return str(pod.metadata.uid)
-
-
-def pod_full_name(pod: V1Pod) -> str:
-    return f"{pod.metadata.name}_{pod.metadata.namespace}"
+from pykubelet.api import pod_uid
+from pykubelet.sources.podupdate import pod_full_name
 
 
 class PodManager:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio.client import V1Pod
 
+from pykubelet.api import pod_ref
 from pykubelet.container import PodLifecycleEvent, PodLifecycleEventType
 from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.prober.results import ResultUpdate
@@ -165,7 +166,7 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
         if is_sync_pod_worthy(event):
             pod = inputs.pod_by_uid(event.pod_uid)
             if pod is not None:
-                klog.v(2).info("SyncLoop (PLEG): event for pod", pod=_name(pod),
+                klog.v(2).info("SyncLoop (PLEG): event for pod", pod=pod_ref(pod),
                                event=event.type.value, data=event.data)
                 handler.handle_pod_syncs([pod])
             else:
@@ -177,7 +178,7 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
         pods = inputs.pods_to_sync()
         if pods:
             klog.v(4).info("SyncLoop (SYNC) pods", total=len(pods),
-                           pods=",".join(_name(p) for p in pods))
+                           pods=",".join(pod_ref(p) for p in pods))
             handler.handle_pod_syncs(pods)
     elif case in ("liveness", "readiness", "startup"):
         probe: ResultUpdate = value
@@ -188,7 +189,7 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
             pod = inputs.pod_by_uid(probe.pod_uid)
             if pod is not None:
                 klog.v(1).info("SyncLoop (probe)", probe=case, result=probe.result.value,
-                               pod=_name(pod), containerID=str(probe.container_id))
+                               pod=pod_ref(pod), containerID=str(probe.container_id))
                 handler.handle_pod_syncs([pod])
     elif case == "housekeeping":
         if not inputs.sources_ready():
@@ -206,7 +207,7 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
 
 
 def _dispatch_config_update(update: PodUpdate, handler: SyncHandler) -> None:
-    names = ",".join(_name(p) for p in update.pods)
+    names = ",".join(pod_ref(p) for p in update.pods)
     op = update.op
     if op == PodOperation.ADD:
         klog.v(2).info("SyncLoop ADD", source=update.source, pods=names)
@@ -227,6 +228,3 @@ def _dispatch_config_update(update: PodUpdate, handler: SyncHandler) -> None:
     else:
         klog.error("Kubelet does not support this pod update operation", op=str(op))
 
-
-def _name(pod: V1Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"

@@ -26,6 +26,7 @@ from typing import Protocol
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet.api import pod_desc
 from pykubelet.container import ContainerID, ContainerState, ContainerStatus, PodStatus
 from pykubelet.kuberuntime.hash import hash_container
 from pykubelet.util import klog
@@ -95,13 +96,6 @@ class PodActions:
                 f"EphemeralContainersToStart: {self.ephemeral_containers_to_start}, "
                 f"ContainersToKill: {kills}")
 
-
-def pod_desc(pod: V1Pod) -> str:
-    """``name_namespace(uid)``, the pod spelling of upstream's log and event messages."""
-    meta = pod.metadata
-    if meta is None:
-        return "_()"
-    return f"{meta.name or ''}_{meta.namespace or ''}({meta.uid or ''})"
 
 
 def restart_policy(pod: V1Pod) -> str:

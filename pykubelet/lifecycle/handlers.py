@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 
 from kubernetes_asyncio.client import V1Container, V1LifecycleHandler, V1Pod
 
+from pykubelet.api import pod_desc
 from pykubelet.container import ContainerID
 from pykubelet.cri.errors import CRIError, ExecTimeoutError
 from pykubelet.events import WARNING, EventRecorder, describe
@@ -47,13 +48,6 @@ class LifecycleHookError(Exception):
         self.message = message
         self.output = output
 
-
-def pod_ident(pod: V1Pod) -> str:
-    """``name_namespace(uid)``, upstream's ``format.Pod`` used in hook messages."""
-    meta = pod.metadata
-    if meta is None:
-        return ""
-    return f"{meta.name}_{meta.namespace}({meta.uid})"
 
 
 def _go_list(values: list[str]) -> str:
@@ -88,7 +82,7 @@ class HandlerRunner:
                 await self._run_http(pod, container, handler)
             except Exception as err:
                 message = (f"HTTP lifecycle hook ({path}) for Container "
-                           f"{_go_quote(container.name)} in Pod {_go_quote(pod_ident(pod))} "
+                           f"{_go_quote(container.name)} in Pod {_go_quote(pod_desc(pod))} "
                            f"failed - error: {err}")
                 klog.v(1).info("HTTP lifecycle hook for Container in Pod failed", path=path,
                                containerName=container.name, pod=describe(pod), err=str(err))
@@ -124,7 +118,7 @@ class HandlerRunner:
                           f"{stderr}")
             cause = RuntimeError(error_text)
         message = (f"Exec lifecycle hook ({_go_list(command)}) for Container "
-                   f"{_go_quote(container.name)} in Pod {_go_quote(pod_ident(pod))} failed - "
+                   f"{_go_quote(container.name)} in Pod {_go_quote(pod_desc(pod))} failed - "
                    f"error: {error_text}, message: {_go_quote(output)}")
         klog.v(1).info("Exec lifecycle hook for Container in Pod failed", execCommand=command,
                        containerName=container.name, pod=describe(pod), message=output,
@@ -165,5 +159,4 @@ class HandlerRunner:
                                 "retry with HTTP succeeded")
 
 
-__all__ = ["REASON_HTTP_FALLBACK", "HandlerRunner", "LifecycleHookError", "PodIPGetter",
-           "pod_ident"]
+__all__ = ["REASON_HTTP_FALLBACK", "HandlerRunner", "LifecycleHookError", "PodIPGetter"]

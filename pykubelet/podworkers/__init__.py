@@ -18,7 +18,6 @@ from pykubelet.podworkers.workers import (
     WorkQueue,
     is_static_pod,
     jitter,
-    pod_full_name,
 )
 
 __all__ = [
@@ -33,5 +32,4 @@ __all__ = [
     "WorkQueue",
     "is_static_pod",
     "jitter",
-    "pod_full_name",
 ]

@@ -44,8 +44,10 @@ from typing import Any, Protocol, TypeVar
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1ObjectMeta, V1Pod, V1PodStatus
 
+from pykubelet.api import pod_uid
 from pykubelet.container import ContainerState, Pod, PodStatus
 from pykubelet.container.cache import PodCache
+from pykubelet.sources.podupdate import build_pod_full_name, is_static_pod
 from pykubelet.util import klog
 
 T = TypeVar("T")
@@ -61,8 +63,6 @@ NETWORK_NOT_READY_ERROR_MSG = "network is not ready"
 DEFAULT_RESYNC_INTERVAL = 60.0
 DEFAULT_BACKOFF_PERIOD = 10.0
 
-CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
-API_SERVER_SOURCE = "api"
 _TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
@@ -188,19 +188,8 @@ class WorkQueue:
         return len(self._due)
 
 
-def is_static_pod(pod: V1Pod | None) -> bool:
-    """Static pods come from files or a URL, not from the API server."""
-    annotations = (pod.metadata.annotations if pod is not None and pod.metadata else None) or {}
-    source = annotations.get(CONFIG_SOURCE_ANNOTATION)
-    return source is not None and source != API_SERVER_SOURCE
 
 
-def pod_full_name(name: str, namespace: str) -> str:
-    return f"{name}_{namespace}"
-
-
-def _pod_uid(pod: V1Pod) -> str:
-    return str(pod.metadata.uid) if pod.metadata and pod.metadata.uid else ""
 
 
 def _pod_phase(pod: V1Pod) -> str | None:
@@ -472,7 +461,7 @@ class PodWorkers:
             if running is not None:
                 options.running_pod = None
             meta = options.pod.metadata or V1ObjectMeta()
-            uid, namespace, name = _pod_uid(options.pod), meta.namespace or "", meta.name or ""
+            uid, namespace, name = pod_uid(options.pod), meta.namespace or "", meta.name or ""
         else:
             raise ValueError("UpdatePodOptions needs a pod or a running_pod")
         ref = f"{namespace}/{name}"
@@ -484,7 +473,7 @@ class PodWorkers:
             klog.v(4).info("Pod is being synced for the first time", pod=ref, podUID=uid,
                            updateType=options.update_type)
             first_time = True
-            status = _PodSyncStatus(fullname=pod_full_name(name, namespace), synced_at=now)
+            status = _PodSyncStatus(fullname=build_pod_full_name(name, namespace), synced_at=now)
             if options.pod is not None and _pod_phase(options.pod) in _TERMINAL_PHASES:
                 cached, error = self._cache.get(uid)
                 if error is None and cached is not None and _is_cached_status_terminal(cached):
@@ -637,10 +626,10 @@ class PodWorkers:
                     uid, status, orphan):
                 continue
             update = status.active_update or status.pending_update
-            has_config = update is not None and update.pod is not None
+            config = update.pod if update is not None else None
             workers[uid] = PodWorkerSync(
-                state=status.work_type(), orphan=orphan, has_config=has_config,
-                static=has_config and update is not None and is_static_pod(update.pod))
+                state=status.work_type(), orphan=orphan, has_config=config is not None,
+                static=config is not None and is_static_pod(config))
         return workers
 
     async def stop(self) -> None:
@@ -797,8 +786,8 @@ class PodWorkers:
             return True, True
         if status.is_termination_requested:
             return False, False
-        if not self._allow_static_pod_start(status.fullname, _pod_uid(pod)):
-            self.work_queue.enqueue_after(_pod_uid(pod), jitter(
+        if not self._allow_static_pod_start(status.fullname, pod_uid(pod)):
+            self.work_queue.enqueue_after(pod_uid(pod), jitter(
                 self.backoff_period, BACKOFF_JITTER_FACTOR, self._rand))
             return False, True
         return True, True

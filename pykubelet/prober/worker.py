@@ -39,6 +39,7 @@ from typing import Protocol
 
 from kubernetes_asyncio.client import V1Container, V1ContainerStatus, V1Pod, V1PodStatus, V1Probe
 
+from pykubelet.api import pod_ref, pod_uid
 from pykubelet.container import ContainerID
 from pykubelet.kuberuntime.actions import ProbeResult, is_restartable_init_container
 from pykubelet.prober import metrics
@@ -100,15 +101,6 @@ Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 
 
-def pod_uid(pod: V1Pod) -> str:
-    return (pod.metadata.uid if pod.metadata is not None else None) or ""
-
-
-def _pod_ref(pod: V1Pod) -> str:
-    meta = pod.metadata
-    if meta is None:
-        return ""
-    return f"{meta.namespace or ''}/{meta.name or ''}"
 
 
 def find_container_status(status: V1PodStatus, name: str) -> V1ContainerStatus | None:
@@ -276,7 +268,7 @@ class ProbeWorker:
         except Exception as err:
             # As upstream's crash handler: a bug in one step must not end the worker.
             klog.error("Probe worker step failed", err, probeType=self.probe_type.metric_label,
-                       pod=_pod_ref(self.pod), containerName=self.container.name)
+                       pod=pod_ref(self.pod), containerName=self.container.name)
             return True
 
     async def _do_probe(self) -> bool:
@@ -284,16 +276,16 @@ class ProbeWorker:
         uid = pod_uid(self.pod)
         status = self._status_provider(uid)
         if status is None:
-            klog.v(3).info("No status for pod", pod=_pod_ref(self.pod))
+            klog.v(3).info("No status for pod", pod=pod_ref(self.pod))
             return True
         if status.phase in TERMINAL_PHASES:
-            klog.v(3).info("Pod is terminal, probe worker exits", pod=_pod_ref(self.pod),
+            klog.v(3).info("Pod is terminal, probe worker exits", pod=pod_ref(self.pod),
                            phase=status.phase)
             return False
 
         container_status = find_container_status(status, self.container.name)
         if container_status is None:
-            klog.v(3).info("Container to probe not found yet", pod=_pod_ref(self.pod),
+            klog.v(3).info("Container to probe not found yet", pod=pod_ref(self.pod),
                            containerName=self.container.name)
             return True
 
@@ -305,7 +297,7 @@ class ProbeWorker:
             return True
 
         if not is_running(container_status):
-            klog.v(3).info("Container is not running, not probing it", pod=_pod_ref(self.pod),
+            klog.v(3).info("Container is not running, not probing it", pod=pod_ref(self.pod),
                            containerName=self.container.name)
             self._results.set(container_id, ProbeResult.FAILURE, self.pod)
             return self._container_may_run_again(container_status)
@@ -314,7 +306,7 @@ class ProbeWorker:
                     and self.pod.metadata.deletion_timestamp is not None)
         if deleting and self.probe_type in (ProbeType.LIVENESS, ProbeType.STARTUP):
             klog.v(3).info("Pod is being deleted, reporting a last success",
-                           probeType=self.probe_type.metric_label, pod=_pod_ref(self.pod),
+                           probeType=self.probe_type.metric_label, pod=pod_ref(self.pod),
                            containerName=self.container.name)
             # A last Success keeps a terminating container from being killed by its probe.
             self._results.set(container_id, ProbeResult.SUCCESS, self.pod)
@@ -342,14 +334,14 @@ class ProbeWorker:
                 timeout=PROBER_ATTEMPTS * self.timeout_seconds + HUNG_PROBE_SLACK_SECONDS)
         except TimeoutError:
             klog.warning("Probe hung past its timeout, counting a failure",
-                         probeType=self.probe_type.metric_label, pod=_pod_ref(self.pod),
+                         probeType=self.probe_type.metric_label, pod=pod_ref(self.pod),
                          containerName=self.container.name, timeout=self.timeout_seconds)
             answer = ProbeResult.FAILURE
         except asyncio.CancelledError:
             raise
         except Exception as err:
             klog.v(1).info("Probe errored", probeType=self.probe_type.metric_label,
-                           pod=_pod_ref(self.pod), containerName=self.container.name,
+                           pod=pod_ref(self.pod), containerName=self.container.name,
                            err=err)
             answer = ProbeResult.UNKNOWN
 

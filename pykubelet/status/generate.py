@@ -35,7 +35,9 @@ from kubernetes_asyncio.client import (
     V1PodStatus,
 )
 
+from pykubelet.api import pod_ref, pod_uid
 from pykubelet.container import ContainerState, ContainerStatus, PodStatus
+from pykubelet.sources.podupdate import is_static_pod
 from pykubelet.status.reason_cache import ReasonCache
 from pykubelet.util import klog
 
@@ -73,8 +75,6 @@ CONTAINERS_NOT_READY = "ContainersNotReady"
 CONTAINERS_NOT_INITIALIZED = "ContainersNotInitialized"
 READINESS_GATES_NOT_READY = "ReadinessGatesNotReady"
 
-CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
-API_SOURCE = "api"
 
 # Asked with a container id ("containerd://abc"): has its probe succeeded?
 ProbeVerdict = Callable[[str], bool]
@@ -142,7 +142,7 @@ def generate_api_pod_status(
         elif api_status.phase in TERMINAL_PHASES:
             phase = api_status.phase
     if api_status.phase in TERMINAL_PHASES and phase != api_status.phase:
-        klog.error("Pod attempted illegal phase transition", pod=_pod_ref(pod),
+        klog.error("Pod attempted illegal phase transition", pod=pod_ref(pod),
                    originalStatusPhase=api_status.phase, apiStatusPhase=phase)
         phase = api_status.phase
     status.phase = phase
@@ -408,10 +408,6 @@ def is_restartable_init_container(container: V1Container) -> bool:
     return container.restart_policy == "Always"
 
 
-def is_static_pod(pod: V1Pod) -> bool:
-    annotations = (pod.metadata.annotations if pod.metadata is not None else None) or {}
-    source = annotations.get(CONFIG_SOURCE_ANNOTATION)
-    return source is not None and source != API_SOURCE
 
 
 def has_any_regular_container_started(pod: V1Pod,
@@ -642,10 +638,3 @@ def _pod_qos(pod: V1Pod) -> str:
     return get_pod_qos(pod)
 
 
-def pod_uid(pod: V1Pod) -> str:
-    return str(pod.metadata.uid or "") if pod.metadata is not None else ""
-
-
-def _pod_ref(pod: V1Pod) -> str:
-    meta = pod.metadata
-    return f"{meta.namespace}/{meta.name}" if meta is not None else ""

@@ -33,7 +33,7 @@ from kubernetes_asyncio.client import (
     V1PodStatus,
 )
 
-from pykubelet.api import to_dict
+from pykubelet.api import pod_ref, to_dict
 from pykubelet.status.generate import (
     CONTAINER_STATUS_UNKNOWN,
     CONTAINERS_READY,
@@ -138,7 +138,7 @@ class StatusManager:
                 container_status.state = _lost_container_state()
 
         if not is_static_pod(pod) and status.phase not in TERMINAL_PHASES:
-            klog.v(3).info("Marking terminal pod as failed", pod=_pod_ref(pod),
+            klog.v(3).info("Marking terminal pod as failed", pod=pod_ref(pod),
                            oldPhase=status.phase or "")
             status.phase = FAILED
         self._update(pod, status, force=True)
@@ -198,7 +198,7 @@ class StatusManager:
                 await self._sink.patch_status(cached.pod, copy.deepcopy(cached.status))
             except Exception as err:
                 # Left unpublished: the next sync retries it.
-                klog.error("Failed to update status for pod", err, pod=_pod_ref(cached.pod))
+                klog.error("Failed to update status for pod", err, pod=pod_ref(cached.pod))
                 continue
             self._published_versions[uid] = cached.version
             published += 1
@@ -212,11 +212,11 @@ class StatusManager:
         try:
             check_container_state_transition(old, status, pod.spec)
         except IllegalTransitionError as err:
-            klog.error("Status update on pod aborted", err, pod=_pod_ref(pod))
+            klog.error("Status update on pod aborted", err, pod=pod_ref(pod))
             return
 
         if old.phase in TERMINAL_PHASES and status.phase != old.phase:
-            klog.error("Pod attempted illegal phase transition", pod=_pod_ref(pod),
+            klog.error("Pod attempted illegal phase transition", pod=pod_ref(pod),
                        originalStatusPhase=old.phase, apiStatusPhase=status.phase or "")
             status.phase, status.reason, status.message = old.phase, old.reason, old.message
 
@@ -232,7 +232,7 @@ class StatusManager:
         normalize_status(pod, status)
 
         if cached is not None and not force and to_dict(cached.status) == to_dict(status):
-            klog.v(5).info("Ignoring same status for pod", pod=_pod_ref(pod))
+            klog.v(5).info("Ignoring same status for pod", pod=pod_ref(pod))
             return
         version = cached.version + 1 if cached is not None else 1
         self._statuses[uid] = _VersionedStatus(pod=copy.deepcopy(pod), status=status,
@@ -326,7 +326,7 @@ def has_pod_initialized(pod: V1Pod, status: V1PodStatus) -> bool:
     last = init_statuses[-1]
     spec = next((c for c in init_containers if c.name == last.name), None)
     if spec is None:
-        klog.v(4).info("Mismatch between pod spec and status", pod=_pod_ref(pod),
+        klog.v(4).info("Mismatch between pod spec and status", pod=pod_ref(pod),
                        containerName=last.name)
         return False
     if is_restartable_init_container(spec):
@@ -384,7 +384,3 @@ def _to_seconds(moment: datetime | None) -> datetime | None:
     # that do not survive a round trip.
     return moment.replace(microsecond=0) if moment is not None else None
 
-
-def _pod_ref(pod: V1Pod) -> str:
-    meta = pod.metadata
-    return f"{meta.namespace}/{meta.name}" if meta is not None else ""
