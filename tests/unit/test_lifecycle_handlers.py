@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
@@ -26,6 +25,7 @@ from pykubelet.cri.runtime import ExecSyncResult
 from pykubelet.events import WARNING, Event, LoggingRecorder
 from pykubelet.lifecycle import HandlerRunner, LifecycleHookError
 from pykubelet.probe import user_agent
+from tests.unit.loopback import closed_port, serve
 
 CONTAINER_ID = ContainerID("containerd", "c0ffee")
 
@@ -78,15 +78,9 @@ async def site() -> AsyncIterator[Site]:
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", anything)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    listener = _listener()
-    state.port = int(listener.getsockname()[1])
-    await web.SockSite(runner, listener).start()
-    try:
+    async with serve(app) as port:
+        state.port = port
         yield state
-    finally:
-        await runner.cleanup()
 
 
 def _pod(container: V1Container) -> V1Pod:
@@ -94,16 +88,8 @@ def _pod(container: V1Container) -> V1Pod:
                  spec=V1PodSpec(containers=[container]))
 
 
-def _listener() -> socket.socket:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    return sock
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_exec_hook_runs_without_timeout_and_returns_output() -> None:
@@ -162,7 +148,7 @@ async def test_http_hook_status_is_not_judged(site: Site) -> None:
 async def test_http_hook_without_answer_raises() -> None:
     hooks = Hooks()
     container = V1Container(name="app")
-    port = _closed_port()
+    port = closed_port()
     handler = V1LifecycleHandler(http_get=V1HTTPGetAction(path="/drain", port=port))
     with pytest.raises(LifecycleHookError) as caught:
         await hooks.runner.run(CONTAINER_ID, _pod(container), container, handler)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ from kubernetes_asyncio.client import (
 from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.probe import MAX_OUTPUT_BYTES, PortResolutionError, user_agent
 from pykubelet.probe.http import check_http, http_probe, request_for_http_get_action
+from tests.unit.loopback import closed_port, serve
 
 
 @dataclass
@@ -59,27 +59,13 @@ async def site() -> AsyncIterator[Site]:
     app.router.add_get("/loop", loop)
     app.router.add_get("/slow", slow)
     app.router.add_get("/big", big)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    listener = _listener()
-    state.port = int(listener.getsockname()[1])
-    await web.SockSite(runner, listener).start()
-    try:
+    async with serve(app) as port:
+        state.port = port
         yield state
-    finally:
-        await runner.cleanup()
 
 
-def _listener() -> socket.socket:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    return sock
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize("code", [200, 204, 302, 399])
@@ -168,7 +154,7 @@ async def test_timeout_is_a_failure(site: Site) -> None:
 
 
 async def test_refused_connection_is_a_failure() -> None:
-    port = _closed_port()
+    port = closed_port()
     result, output = await http_probe(f"http://127.0.0.1:{port}/", {}, 2)
     assert result is ProbeResult.FAILURE
     assert output == (f'Get "http://127.0.0.1:{port}/": dial tcp 127.0.0.1:{port}: '

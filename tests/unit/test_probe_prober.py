@@ -6,7 +6,6 @@ pod IP); exec probes use a fake of the CRI ``exec_sync`` seam.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
@@ -36,6 +35,7 @@ from pykubelet.cri.runtime import ExecSyncResult
 from pykubelet.events import WARNING, Event, LoggingRecorder
 from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.prober.prober import MAX_PROBE_RETRIES, Prober
+from tests.unit.loopback import closed_port, serve
 
 CONTAINER_ID = ContainerID("containerd", "c0ffee")
 STATUS = V1PodStatus(pod_ip="127.0.0.1")
@@ -78,14 +78,8 @@ async def http_port() -> AsyncIterator[int]:
     app = web.Application()
     app.router.add_get("/status/{code}", status)
     app.router.add_get("/away", away)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    listener = _listener()
-    await web.SockSite(runner, listener).start()
-    try:
-        yield int(listener.getsockname()[1])
-    finally:
-        await runner.cleanup()
+    async with serve(app) as port:
+        yield port
 
 
 def _pod(container: V1Container) -> V1Pod:
@@ -93,16 +87,8 @@ def _pod(container: V1Container) -> V1Pod:
                  spec=V1PodSpec(containers=[container]))
 
 
-def _listener() -> socket.socket:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    return sock
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_http_probe_on_named_port_at_pod_ip(http_port: int, recorded: Recorded) -> None:
@@ -200,7 +186,7 @@ async def test_unknown_port_name_is_errored(recorded: Recorded) -> None:
 
 
 async def test_tcp_probe_reaches_pod_ip(recorded: Recorded, http_port: int) -> None:
-    closed = _closed_port()
+    closed = closed_port()
     open_probe = V1Container(name="app",
                              liveness_probe=V1Probe(tcp_socket=V1TCPSocketAction(port=http_port)))
     closed_probe = V1Container(name="app",

@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.probe.tcp import tcp_probe
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.unit.loopback import closed_port
 
 
 async def test_open_port_is_healthy() -> None:
@@ -33,7 +27,7 @@ async def test_open_port_is_healthy() -> None:
 
 
 async def test_closed_port_fails_with_the_dial_error() -> None:
-    port = _closed_port()
+    port = closed_port()
     result, output = await tcp_probe("127.0.0.1", port, timeout=1)
     assert result is ProbeResult.FAILURE
     assert output == f"dial tcp 127.0.0.1:{port}: connect: connection refused"
