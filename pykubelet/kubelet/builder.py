@@ -96,10 +96,11 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
     # restart), readiness and startup shape the pod status.
     recorder = LoggingRecorder()
     liveness, readiness, startup = ResultsManager(), ResultsManager(), ResultsManager()
-    runtime_holder: list[KubeGenericRuntimeManager] = []
 
     async def pod_ip_for_hooks(pod: Any) -> str:
-        status = await runtime_holder[0].get_pod_status(
+        # Hooks run inside a sync, after ``runtime`` below exists; the runtime's
+        # own view has the IP even before the first status reaches the manager.
+        status = await runtime.get_pod_status(
             pod.metadata.uid, pod.metadata.name, pod.metadata.namespace)
         return status.ips[0] if status.ips else ""
 
@@ -115,7 +116,6 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
     ), liveness=liveness, startup=startup, handler_runner=handler_runner, recorder=recorder)
-    runtime_holder.append(runtime)
     await runtime.initialize()
 
     cache = PodCache()
@@ -157,7 +157,7 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
                                                healthz_routes(checks)))
     if config.read_only_port > 0:
         runners.append(await start_http_server(config.address, config.read_only_port, [
-            *readonly_routes(kubelet_pods(kubelet), checks),
+            *readonly_routes(kubelet, checks),
             registry_route("/metrics/probes", PROBER_REGISTRY)]))
 
     tasks: list[asyncio.Task[Any]] = []
@@ -206,18 +206,6 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         await asyncio.gather(loop_task, stop_task, *tasks, return_exceptions=True)
         await runtime_service.close()
         await image_service.close()
-
-
-class _KubeletPods:
-    def __init__(self, kubelet: Kubelet) -> None:
-        self._kubelet = kubelet
-
-    def get_pods(self) -> list[Any]:
-        return self._kubelet.get_pods_with_status()
-
-
-def kubelet_pods(kubelet: Kubelet) -> _KubeletPods:
-    return _KubeletPods(kubelet)
 
 
 async def update_runtime_up(runtime: KubeGenericRuntimeManager, state: RuntimeState) -> None:

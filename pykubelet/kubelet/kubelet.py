@@ -11,7 +11,6 @@ Housekeeping (``handle_pod_cleanups``) removes what no source wants any more.
 from __future__ import annotations
 
 import asyncio
-import copy
 import os
 import shutil
 import time
@@ -270,16 +269,9 @@ class Kubelet:
 
     # -- views ----------------------------------------------------------
 
-    def get_pods_with_status(self) -> list[V1Pod]:
-        """Desired pods with their latest API status, for ``/pods``."""
-        pods = []
-        for pod in self.pod_manager.get_pods():
-            status = self.status_manager.get_pod_status(pod_uid(pod))
-            if status is not None:
-                pod = copy.copy(pod)
-                pod.status = status
-            pods.append(pod)
-        return pods
+    def get_pods(self) -> list[V1Pod]:
+        """Desired pods with their latest API status (the read-only ``/pods``)."""
+        return [self.status_manager.pod_with_status(pod) for pod in self.pod_manager.get_pods()]
 
 
 def _still_running(pod: Pod) -> bool:
