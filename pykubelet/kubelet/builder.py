@@ -181,7 +181,6 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         pod_by_uid=pod_manager.get_pod_by_uid,
         pods_to_sync=kubelet.pods_to_sync,
         sources_ready=pod_config.sources_ready,
-        mark_source_seen=lambda source: None,
         on_probe_update=kubelet.on_probe_update,
         heartbeat=monitor.beat,
     )

@@ -62,7 +62,6 @@ class LoopInputs:
     pod_by_uid: Callable[[str], V1Pod | None]
     pods_to_sync: Callable[[], list[V1Pod]]
     sources_ready: Callable[[], bool]
-    mark_source_seen: Callable[[str], None]
     on_probe_update: Callable[[str, ResultUpdate], None]
     on_container_died: Callable[[str, str], None] = lambda uid, container_id: None
     heartbeat: Callable[[], None] = lambda: None
@@ -160,7 +159,6 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
     if case == "config":
         update: PodUpdate = value
         _dispatch_config_update(update, handler)
-        inputs.mark_source_seen(update.source)
     elif case == "pleg":
         event: PodLifecycleEvent = value
         if is_sync_pod_worthy(event):

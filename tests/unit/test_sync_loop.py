@@ -66,7 +66,7 @@ class Harness:
             "startup_updates": self.probes["startup"],
             "runtime_errors": lambda: list(self.errors),
             "pod_by_uid": self.known.get, "pods_to_sync": self._take_due,
-            "sources_ready": lambda: self.ready, "mark_source_seen": lambda source: None,
+            "sources_ready": lambda: self.ready,
             "on_probe_update": lambda kind, update: self.probe_seen.append((kind, update)),
             "on_container_died": lambda uid, cid: self.died.append((uid, cid)),
             "heartbeat": self._beat, "sync_period": 0.05, "housekeeping_period": 0.1,
