@@ -63,6 +63,18 @@ def pod_from_dict(data: dict[str, Any]) -> V1Pod:
     return from_dict(data, V1Pod)
 
 
+# Pod phases; a pod in a terminal phase never runs again (its phase never moves back).
+POD_PENDING = "Pending"
+POD_RUNNING = "Running"
+POD_SUCCEEDED = "Succeeded"
+POD_FAILED = "Failed"
+TERMINAL_POD_PHASES = frozenset({POD_SUCCEEDED, POD_FAILED})
+
+
+def is_terminal_phase(phase: str | None) -> bool:
+    return phase in TERMINAL_POD_PHASES
+
+
 # How pods are named in maps, logs and messages: one spelling each, used everywhere.
 
 def pod_uid(pod: V1Pod) -> str:
@@ -85,4 +97,17 @@ def pod_desc(pod: V1Pod) -> str:
     return f"{meta.name or ''}_{meta.namespace or ''}({meta.uid or ''})"
 
 
-__all__ = ["from_dict", "pod_desc", "pod_from_dict", "pod_ref", "pod_uid", "to_dict"]
+__all__ = [
+    "POD_FAILED",
+    "POD_PENDING",
+    "POD_RUNNING",
+    "POD_SUCCEEDED",
+    "TERMINAL_POD_PHASES",
+    "from_dict",
+    "is_terminal_phase",
+    "pod_desc",
+    "pod_from_dict",
+    "pod_ref",
+    "pod_uid",
+    "to_dict",
+]

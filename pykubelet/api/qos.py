@@ -18,8 +18,8 @@ from typing import Any
 
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet.api.kubetypes import is_node_critical_pod
 from pykubelet.api.quantity import memory_to_bytes, parse_quantity
-from pykubelet.sources.podupdate import is_node_critical_pod
 
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"

@@ -24,7 +24,7 @@ import json
 import sys
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, NoReturn, TextIO
 
 import pykubelet
@@ -37,6 +37,7 @@ from pykubelet.config.features import (
     parse_bool,
     parse_feature_gates_flag,
 )
+from pykubelet.config.server import KubeletFlags, KubeletServer
 from pykubelet.config.types import (
     API_VERSION,
     KUBERNETES_VERSION,
@@ -59,15 +60,11 @@ from pykubelet.config.validation import (
 
 __all__ = [
     "ConfigurationError",
-    "KubeletFlags",
-    "KubeletServer",
     "configz_body",
     "parse_command_line",
     "version_string",
 ]
 
-DEFAULT_ROOT_DIR: Final = "/var/lib/kubelet"
-DEFAULT_CERT_DIR: Final = "/var/lib/kubelet/pki"
 CONFIG_FLAG_DEPRECATION: Final = ("DEPRECATED: this parameter should be set via the config file "
                                   "specified by the kubelet's --config flag")
 
@@ -86,49 +83,6 @@ KUBELET_LABELS: Final = frozenset({
     "kubernetes.io/os",
     "kubernetes.io/arch",
 })
-
-
-@dataclass
-class KubeletFlags:
-    """Node-local settings that only exist as flags (they are never shared between nodes)."""
-
-    config: str = ""
-    kubeconfig: str = ""
-    bootstrap_kubeconfig: str = ""
-    hostname_override: str = ""
-    node_ip: str = ""
-    root_dir: str = DEFAULT_ROOT_DIR
-    cert_dir: str = DEFAULT_CERT_DIR
-    cloud_provider: str = ""
-    node_labels: dict[str, str] = field(default_factory=dict)
-    lock_file: str = ""
-    exit_on_lock_contention: bool = False
-    image_credential_provider_config: str = ""
-    image_credential_provider_bin_dir: str = ""
-    pod_infra_container_image: str = ""
-    minimum_container_ttl_duration: Duration = field(default_factory=Duration)
-    maximum_dead_containers_per_container: int = 1
-    maximum_dead_containers: int = -1
-    print_config: bool = False
-    # The effective --v: mirrors config.logging.verbosity once flags are applied.
-    v: int = 0
-
-    def node_ips(self) -> list[str]:
-        return [ip.strip() for ip in self.node_ip.split(",") if ip.strip()]
-
-
-@dataclass
-class KubeletServer:
-    """Everything start-up needs: the node-local flags and the effective configuration."""
-
-    flags: KubeletFlags
-    config: KubeletConfiguration
-    # Top-level keys present in the --config file, for reporting fields not acted on.
-    config_file_keys: set[str] = field(default_factory=set)
-
-    def feature_gates(self) -> FeatureGates:
-        """The effective feature gates (validated already, so this cannot fail)."""
-        return FeatureGates(self.config.feature_gates)
 
 
 def version_string() -> str:

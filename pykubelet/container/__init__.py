@@ -198,6 +198,24 @@ class RuntimeCondition:
     message: str = ""
 
 
+class ProbeResult(enum.StrEnum):
+    """A probe's verdict on one container instance (upstream ``proberesults.Result``)."""
+
+    SUCCESS = "Success"
+    FAILURE = "Failure"
+    UNKNOWN = "Unknown"
+
+
+class ProbeResults(Protocol):
+    """The prober's latest verdict per container instance (upstream ``proberesults.Manager``).
+
+    The runtime manager reads liveness and startup verdicts through this to
+    decide restarts; status generation reads readiness and startup.
+    """
+
+    def get(self, container_id: ContainerID) -> ProbeResult | None: ...
+
+
 @dataclass
 class RuntimeStatus:
     """The runtime's own health (CRI ``Status``): RuntimeReady and NetworkReady."""

@@ -15,7 +15,8 @@ import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from pykubelet.cmd.options import KubeletServer
+from pykubelet.api.kubetypes import FILE_SOURCE, HTTP_SOURCE
+from pykubelet.config.server import KubeletServer
 from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
 from pykubelet.cri.image import RemoteImageService
@@ -39,7 +40,6 @@ from pykubelet.server.readonly import readonly_routes, start_http_server
 from pykubelet.sources.file import StaticPodFileSource
 from pykubelet.sources.http import StaticPodURLSource
 from pykubelet.sources.podconfig import PodConfig
-from pykubelet.sources.podupdate import FILE_SOURCE, HTTP_SOURCE
 from pykubelet.status import ReasonCache, StatusManager
 from pykubelet.util import klog
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from kubernetes_asyncio.client import V1Pod, V1PodStatus
 
 from pykubelet.api import pod_ref, pod_uid
-from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, Runtime
+from pykubelet.api.kubetypes import SyncPodType
+from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, ProbeResult, Runtime
 from pykubelet.container.cache import PodCache
+from pykubelet.container.helpers import running_pod_from_status
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.runtime_state import RuntimeState
-from pykubelet.kuberuntime.actions import ProbeResult
-from pykubelet.kuberuntime.manager import running_pod_from_status
-from pykubelet.podworkers import KillPodOptions, PodWorkers, SyncPodType, UpdatePodOptions
+from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.results import ResultsManager, ResultUpdate
 from pykubelet.status import ReasonCache, StatusManager, generate_api_pod_status

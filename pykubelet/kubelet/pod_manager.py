@@ -10,7 +10,7 @@ from __future__ import annotations
 from kubernetes_asyncio.client import V1Pod
 
 from pykubelet.api import pod_uid
-from pykubelet.sources.podupdate import pod_full_name
+from pykubelet.api.kubetypes import pod_full_name
 
 
 class PodManager:

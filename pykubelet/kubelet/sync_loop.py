@@ -26,10 +26,9 @@ from typing import Any, Protocol
 from kubernetes_asyncio.client import V1Pod
 
 from pykubelet.api import pod_ref
-from pykubelet.container import PodLifecycleEvent, PodLifecycleEventType
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.api.kubetypes import PodOperation, PodUpdate
+from pykubelet.container import PodLifecycleEvent, PodLifecycleEventType, ProbeResult
 from pykubelet.prober.results import ResultUpdate
-from pykubelet.sources.podupdate import PodOperation, PodUpdate
 from pykubelet.util import klog
 
 SYNC_PERIOD = 1.0

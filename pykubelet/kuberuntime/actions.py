@@ -21,20 +21,29 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
 from pykubelet.api import pod_desc
-from pykubelet.container import ContainerID, ContainerState, ContainerStatus, PodStatus
+from pykubelet.container import (
+    ContainerID,
+    ContainerState,
+    ContainerStatus,
+    PodStatus,
+    ProbeResult,
+    ProbeResults,
+)
+from pykubelet.container.helpers import (
+    RESTART_POLICY_ON_FAILURE,
+    is_restartable_init_container,
+    restart_policy,
+    should_container_be_restarted,
+    should_restart_on_failure,
+)
 from pykubelet.kuberuntime.hash import hash_container
 from pykubelet.util import klog
 from pykubelet.util.backoff import Backoff
-
-RESTART_POLICY_ALWAYS = "Always"
-RESTART_POLICY_ON_FAILURE = "OnFailure"
-RESTART_POLICY_NEVER = "Never"
 
 # The runtime's own reason for a container the kernel killed for memory.
 OOM_KILLED_REASON = "OOMKilled"
@@ -48,18 +57,6 @@ class KillReason(enum.StrEnum):
     LIVENESS_PROBE = "LivenessProbe"
     FAILED_POST_START_HOOK = "FailedPostStartHook"
     UNKNOWN = "Unknown"
-
-
-class ProbeResult(enum.StrEnum):
-    SUCCESS = "Success"
-    FAILURE = "Failure"
-    UNKNOWN = "Unknown"
-
-
-class ProbeResults(Protocol):
-    """The prober's latest verdict per container instance (upstream ``proberesults.Manager``)."""
-
-    def get(self, container_id: ContainerID) -> ProbeResult | None: ...
 
 
 @dataclass
@@ -98,25 +95,6 @@ class PodActions:
 
 
 
-def restart_policy(pod: V1Pod) -> str:
-    # The API server defaults an empty policy to Always; static pods may skip defaulting.
-    return (pod.spec.restart_policy if pod.spec is not None else None) or RESTART_POLICY_ALWAYS
-
-
-def should_restart_on_failure(pod: V1Pod) -> bool:
-    return restart_policy(pod) != RESTART_POLICY_NEVER
-
-
-def is_restartable_init_container(container: V1Container) -> bool:
-    return container.restart_policy == RESTART_POLICY_ALWAYS
-
-
-def has_restartable_init_container(pod: V1Pod | None) -> bool:
-    if pod is None or pod.spec is None:
-        return False
-    return any(is_restartable_init_container(c) for c in pod.spec.init_containers or ())
-
-
 def is_host_network_pod(pod: V1Pod) -> bool:
     return bool(pod.spec is not None and pod.spec.host_network)
 
@@ -149,30 +127,6 @@ def container_succeeded(container: V1Container, status: PodStatus) -> bool:
 
 def container_changed(container: V1Container, status: ContainerStatus) -> bool:
     return status.hash != hash_container(container)
-
-
-def should_container_be_restarted(container: V1Container, pod: V1Pod,
-                                  status: PodStatus) -> bool:
-    """Upstream ``ShouldContainerBeRestarted``: the restart policy applied to the newest run."""
-    if pod.metadata is not None and pod.metadata.deletion_timestamp is not None:
-        return False
-    latest = status.find_container_status(container.name)
-    if latest is None:
-        return True
-    if latest.state == ContainerState.RUNNING:
-        return False
-    if latest.state in (ContainerState.UNKNOWN, ContainerState.CREATED):
-        return True
-    policy = restart_policy(pod)
-    if policy == RESTART_POLICY_NEVER:
-        klog.v(4).info("Already ran container, do nothing", pod=pod_desc(pod),
-                       containerName=container.name)
-        return False
-    if policy == RESTART_POLICY_ON_FAILURE and latest.exit_code == 0:
-        klog.v(4).info("Already successfully ran container, do nothing", pod=pod_desc(pod),
-                       containerName=container.name)
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -513,7 +467,6 @@ __all__ = [
     "compute_pod_actions",
     "container_changed",
     "format_go_duration",
-    "has_restartable_init_container",
     "is_host_network_pod",
     "is_init_container_failed",
     "is_restartable_init_container",

@@ -37,10 +37,9 @@ from pykubelet.container import (
     PodStatus,
     SyncResult,
 )
-from pykubelet.cri import logfile
+from pykubelet.container.helpers import is_restartable_init_container, nanos_to_seconds
+from pykubelet.cri import ImageService, RuntimeService, logfile
 from pykubelet.cri.errors import is_not_found
-from pykubelet.cri.image import RemoteImageService
-from pykubelet.cri.runtime import RemoteRuntimeService
 from pykubelet.events import (
     NORMAL,
     WARNING,
@@ -48,12 +47,7 @@ from pykubelet.events import (
     LoggingRecorder,
     container_field_path,
 )
-from pykubelet.kuberuntime.actions import (
-    CRASH_LOOP_BACK_OFF,
-    KillReason,
-    is_restartable_init_container,
-    pod_desc,
-)
+from pykubelet.kuberuntime.actions import CRASH_LOOP_BACK_OFF, KillReason, pod_desc
 from pykubelet.kuberuntime.container_config import (
     ContainerOptions,
     CreateContainerConfigError,
@@ -67,7 +61,6 @@ from pykubelet.kuberuntime.labels import (
     get_container_info_from_labels,
 )
 from pykubelet.kuberuntime.logs import pod_logs_directory
-from pykubelet.kuberuntime.sandbox import nanos_to_seconds
 from pykubelet.util import klog
 
 # Sync actions and the reasons of their failures, spelled as upstream reports them.
@@ -288,7 +281,7 @@ ContainerOptionsFactory = Callable[[V1Pod, Sequence[str]], ContainerOptions]
 class PodContainers:
     """Container operations of the runtime manager."""
 
-    def __init__(self, runtime_service: RemoteRuntimeService, image_service: RemoteImageService,
+    def __init__(self, runtime_service: RuntimeService, image_service: ImageService,
                  image_manager: ImageManager, options_for: ContainerOptionsFactory, *,
                  pod_logs_dir: str,
                  container_logs_dir: str, runtime_type: Callable[[], str],

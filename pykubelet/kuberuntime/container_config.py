@@ -41,6 +41,7 @@ from kubernetes_asyncio.client import (
     V1SecurityContext,
 )
 
+from pykubelet.api.expansion import expand
 from pykubelet.api.qos import container_limits, container_oom_score_adjust, container_requests
 from pykubelet.api.quantity import QuantityError, cpu_to_millis, memory_to_bytes, parse_quantity
 from pykubelet.kuberuntime.labels import new_container_annotations, new_container_labels
@@ -141,38 +142,6 @@ class ContainerOptions:
     service_env: dict[str, str] = field(default_factory=dict)
     volume_mounter: VolumeMounter | None = None
     env_source: EnvSource | None = None
-
-
-# --- $(VAR) expansion ---------------------------------------------------------------------------
-
-def expand(text: str, lookup: Callable[[str], str | None]) -> str:
-    """Replace ``$(NAME)`` by its value; ``$$`` is a literal ``$``; unknown or unclosed stays."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        char = text[i]
-        if char != "$" or i + 1 >= n:
-            out.append(char)
-            i += 1
-            continue
-        following = text[i + 1]
-        if following == "$":
-            out.append("$")
-            i += 2
-        elif following == "(":
-            close = text.find(")", i + 2)
-            if close < 0:
-                out.append("$(")
-                i += 2
-                continue
-            name = text[i + 2:close]
-            value = lookup(name)
-            out.append(f"$({name})" if value is None else value)
-            i = close + 1
-        else:
-            out.append("$" + following)
-            i += 2
-    return "".join(out)
 
 
 def _lookup_in(*envs: Mapping[str, str]) -> Callable[[str], str | None]:

@@ -22,11 +22,12 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet.cri import ImageService
 from pykubelet.util import klog
 from pykubelet.util.backoff import Backoff
 
@@ -236,15 +237,6 @@ def lookup_credentials(image: str,
 
 
 # --- pulling ------------------------------------------------------------------------------------
-
-class ImageService(Protocol):
-    """The part of the CRI image client the image manager needs."""
-
-    async def image_status(self, image: str, verbose: bool = False) -> api_pb2.Image | None: ...
-
-    async def pull_image(self, image: str, auth: api_pb2.AuthConfig | None = None,
-                         sandbox_config: api_pb2.PodSandboxConfig | None = None) -> str: ...
-
 
 class PullThrottledError(Exception):
     def __init__(self) -> None:

@@ -27,26 +27,29 @@ from kubernetes_asyncio.client import V1Container, V1Pod
 from pykubelet.container import (
     Container,
     ContainerID,
-    ContainerState,
     Pod,
     PodStatus,
     PodSyncResult,
+    ProbeResults,
     RuntimeCondition,
     RuntimeStatus,
     SyncResult,
 )
+from pykubelet.container.helpers import (
+    is_restartable_init_container,
+    nanos_to_seconds,
+    running_pod_from_status,
+)
+from pykubelet.cri import ImageService, RuntimeService
 from pykubelet.cri.errors import is_not_found
-from pykubelet.cri.image import RemoteImageService
-from pykubelet.cri.runtime import KUBE_RUNTIME_API_VERSION, RemoteRuntimeService
+from pykubelet.cri.runtime import KUBE_RUNTIME_API_VERSION
 from pykubelet.events import EventRecorder
 from pykubelet.kuberuntime.actions import (
     CRASH_LOOP_BACK_OFF,
     PodActions,
-    ProbeResults,
     check_restart_backoff,
     compute_pod_actions,
     is_host_network_pod,
-    is_restartable_init_container,
     pod_desc,
 )
 from pykubelet.kuberuntime.container import (
@@ -75,7 +78,6 @@ from pykubelet.kuberuntime.sandbox import (
     PodSandboxes,
     SandboxCreateError,
     determine_pod_sandbox_ips,
-    nanos_to_seconds,
     sandbox_to_kube_container,
 )
 from pykubelet.kuberuntime.sandbox_config import SandboxOptions
@@ -129,28 +131,10 @@ class RuntimeManagerOptions:
         return os.path.join(self.root_dir, "pods", uid)
 
 
-def running_pod_from_status(status: PodStatus, runtime_type: str) -> Pod:
-    """Upstream ``ConvertPodStatusToRunningPod``: running containers and all sandboxes."""
-    pod = Pod(id=status.id, name=status.name, namespace=status.namespace)
-    for cs in status.container_statuses:
-        if cs.state != ContainerState.RUNNING:
-            continue
-        pod.containers.append(Container(id=cs.id, name=cs.name, image=cs.image,
-                                        image_id=cs.image_id, image_ref=cs.image_ref,
-                                        hash=cs.hash, state=cs.state, created_at=cs.created_at))
-    for sandbox in status.sandbox_statuses:
-        state = (ContainerState.RUNNING if sandbox.state == api_pb2.SANDBOX_READY
-                 else ContainerState.EXITED)
-        pod.sandboxes.append(Container(id=ContainerID(runtime_type, sandbox.id),
-                                       name=sandbox.metadata.name, state=state,
-                                       created_at=nanos_to_seconds(sandbox.created_at)))
-    return pod
-
-
 class KubeGenericRuntimeManager:
     """``container.Runtime`` on a CRI runtime (containerd)."""
 
-    def __init__(self, runtime_service: RemoteRuntimeService, image_service: RemoteImageService,
+    def __init__(self, runtime_service: RuntimeService, image_service: ImageService,
                  options: RuntimeManagerOptions, clock: Callable[[], float] = time.time, *,
                  image_manager: ImageManager | None = None, backoff: Backoff | None = None,
                  liveness: ProbeResults | None = None, startup: ProbeResults | None = None,
@@ -526,5 +510,4 @@ __all__ = [
     "CRASH_LOOP_BACKOFF_MAX_SECONDS",
     "KubeGenericRuntimeManager",
     "RuntimeManagerOptions",
-    "running_pod_from_status",
 ]

@@ -15,8 +15,9 @@ import os
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Pod
 
-from pykubelet.container import Container, ContainerID, ContainerState
-from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.container import Container, ContainerID
+from pykubelet.container.helpers import nanos_to_seconds, sandbox_state_to_container_state
+from pykubelet.cri import RuntimeService
 from pykubelet.kuberuntime.actions import pod_desc
 from pykubelet.kuberuntime.labels import POD_UID_LABEL
 from pykubelet.kuberuntime.sandbox_config import SandboxOptions, generate_pod_sandbox_config
@@ -32,18 +33,6 @@ class SandboxCreateError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-def nanos_to_seconds(nanos: int) -> float:
-    return nanos / 1e9
-
-
-def sandbox_state_to_container_state(state: int) -> ContainerState:
-    if state == api_pb2.SANDBOX_READY:
-        return ContainerState.RUNNING
-    if state == api_pb2.SANDBOX_NOTREADY:
-        return ContainerState.EXITED
-    return ContainerState.UNKNOWN
 
 
 def sandbox_to_kube_container(sandbox: api_pb2.PodSandbox, runtime_type: str) -> Container:
@@ -74,7 +63,7 @@ def determine_pod_sandbox_ips(namespace: str, name: str,
 class PodSandboxes:
     """Sandbox operations of the runtime manager, on one runtime service."""
 
-    def __init__(self, runtime_service: RemoteRuntimeService, options: SandboxOptions,
+    def __init__(self, runtime_service: RuntimeService, options: SandboxOptions,
                  runtime_handler: str = "") -> None:
         self.runtime_service = runtime_service
         self.options = options
@@ -127,7 +116,5 @@ __all__ = [
     "PodSandboxes",
     "SandboxCreateError",
     "determine_pod_sandbox_ips",
-    "nanos_to_seconds",
-    "sandbox_state_to_container_state",
     "sandbox_to_kube_container",
 ]

@@ -45,9 +45,9 @@ from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1ObjectMeta, V1Pod, V1PodStatus
 
 from pykubelet.api import pod_uid
+from pykubelet.api.kubetypes import SyncPodType, build_pod_full_name, is_static_pod
 from pykubelet.container import ContainerState, Pod, PodStatus
 from pykubelet.container.cache import PodCache
-from pykubelet.sources.podupdate import build_pod_full_name, is_static_pod
 from pykubelet.util import klog
 
 T = TypeVar("T")
@@ -64,15 +64,6 @@ DEFAULT_RESYNC_INTERVAL = 60.0
 DEFAULT_BACKOFF_PERIOD = 10.0
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-class SyncPodType(enum.StrEnum):
-    """Why a pod is being synced; ``KILL`` asks for termination."""
-
-    SYNC = "sync"
-    UPDATE = "update"
-    CREATE = "create"
-    KILL = "kill"
 
 
 class PodWorkerState(enum.StrEnum):

@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes_asyncio.client import V1Container
 
 from pykubelet.config.types import KUBERNETES_VERSION
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ProbeResult
 
 # Upstream caps what a probe reads from a response or a command (10 KiB): the
 # output ends up in events and logs, which must stay small.

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from pykubelet.container import ProbeResult
 from pykubelet.cri.errors import ExecTimeoutError
 from pykubelet.cri.runtime import ExecSyncResult
-from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.probe import MAX_OUTPUT_BYTES
 from pykubelet.util import klog
 

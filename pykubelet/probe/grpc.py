@@ -17,7 +17,7 @@ import time
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ProbeResult
 from pykubelet.probe import go_duration, join_host_port, user_agent
 from pykubelet.util import klog
 

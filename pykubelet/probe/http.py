@@ -31,7 +31,7 @@ from kubernetes_asyncio.client import V1Container, V1HTTPGetAction
 from multidict import CIMultiDict
 from yarl import URL
 
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ProbeResult
 from pykubelet.probe import MAX_OUTPUT_BYTES, join_host_port, resolve_container_port, user_agent
 from pykubelet.probe.tcp import dial_error_text
 from pykubelet.util import klog

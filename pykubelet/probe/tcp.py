@@ -13,7 +13,7 @@ import os
 import socket
 import struct
 
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ProbeResult
 from pykubelet.probe import join_host_port
 from pykubelet.util import klog
 

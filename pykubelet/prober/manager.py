@@ -22,8 +22,8 @@ from collections.abc import Iterable
 
 from kubernetes_asyncio.client import V1Container, V1ContainerStatus, V1Pod, V1PodStatus
 
-from pykubelet.container import ContainerID
-from pykubelet.kuberuntime.actions import ProbeResult, is_restartable_init_container
+from pykubelet.container import ContainerID, ProbeResult
+from pykubelet.container.helpers import is_restartable_init_container
 from pykubelet.prober.results import ResultsManager
 from pykubelet.prober.worker import (
     DEFAULT_PERIOD_SECONDS,

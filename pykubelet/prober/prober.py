@@ -20,10 +20,9 @@ from typing import Any
 
 from kubernetes_asyncio.client import V1Container, V1Pod, V1PodStatus, V1Probe
 
-from pykubelet.container import ContainerID
+from pykubelet.api.expansion import expand
+from pykubelet.container import ContainerID, ProbeResult
 from pykubelet.events import WARNING, EventRecorder, container_field_path, describe
-from pykubelet.kuberuntime.actions import ProbeResult
-from pykubelet.kuberuntime.container_config import expand
 from pykubelet.probe import resolve_container_port
 from pykubelet.probe.exec import CommandRunner, exec_probe
 from pykubelet.probe.grpc import grpc_probe

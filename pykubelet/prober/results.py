@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from kubernetes_asyncio.client import V1Pod
 
-from pykubelet.container import ContainerID
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ContainerID, ProbeResult
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,8 @@ from typing import Protocol
 from kubernetes_asyncio.client import V1Container, V1ContainerStatus, V1Pod, V1PodStatus, V1Probe
 
 from pykubelet.api import pod_ref, pod_uid
-from pykubelet.container import ContainerID
-from pykubelet.kuberuntime.actions import ProbeResult, is_restartable_init_container
+from pykubelet.container import ContainerID, ProbeResult
+from pykubelet.container.helpers import is_restartable_init_container
 from pykubelet.prober import metrics
 from pykubelet.prober.results import ResultsManager
 from pykubelet.util import klog

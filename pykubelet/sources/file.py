@@ -23,7 +23,7 @@ import stat
 import watchfiles
 from kubernetes_asyncio.client.models import V1Pod
 
-from pykubelet.sources.podupdate import FILE_SOURCE, PodOperation, PodUpdate
+from pykubelet.api.kubetypes import FILE_SOURCE, PodOperation, PodUpdate
 from pykubelet.sources.static import ManifestError, decode_static_pod
 from pykubelet.util import klog
 

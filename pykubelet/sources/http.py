@@ -23,7 +23,7 @@ import aiohttp
 from kubernetes_asyncio.client.models import V1Pod
 from multidict import CIMultiDict
 
-from pykubelet.sources.podupdate import HTTP_SOURCE, PodOperation, PodUpdate
+from pykubelet.api.kubetypes import HTTP_SOURCE, PodOperation, PodUpdate
 from pykubelet.sources.static import ManifestError, decode_static_pods
 from pykubelet.util import klog
 

@@ -29,8 +29,7 @@ from typing import Any
 from kubernetes_asyncio.client.models import V1Pod
 
 from pykubelet.api import pod_from_dict, to_dict
-from pykubelet.api.validation import dns1123_label_errors, dns1123_subdomain_errors
-from pykubelet.sources.podupdate import (
+from pykubelet.api.kubetypes import (
     ALL_SOURCES,
     CONFIG_FIRST_SEEN_ANNOTATION_KEY,
     CONFIG_MIRROR_ANNOTATION_KEY,
@@ -40,6 +39,7 @@ from pykubelet.sources.podupdate import (
     is_mirror_pod,
     pod_full_name,
 )
+from pykubelet.api.validation import dns1123_label_errors, dns1123_subdomain_errors
 from pykubelet.sources.static import rfc3339_nano
 from pykubelet.util import klog
 

@@ -31,14 +31,14 @@ from kubernetes_asyncio.client.models import (
 
 from pykubelet.api import pod_from_dict, to_dict
 from pykubelet.api.defaults import apply_pod_defaults
-from pykubelet.api.validation import validate_pod, validate_pod_json
-from pykubelet.sources.podupdate import (
+from pykubelet.api.kubetypes import (
     CONFIG_FIRST_SEEN_ANNOTATION_KEY,
     CONFIG_HASH_ANNOTATION_KEY,
     CONFIG_SOURCE_ANNOTATION_KEY,
     FILE_SOURCE,
     NAMESPACE_DEFAULT,
 )
+from pykubelet.api.validation import validate_pod, validate_pod_json
 from pykubelet.util import klog
 
 

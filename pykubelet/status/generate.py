@@ -35,17 +35,23 @@ from kubernetes_asyncio.client import (
     V1PodStatus,
 )
 
-from pykubelet.api import pod_ref, pod_uid
+from pykubelet.api import (
+    POD_FAILED,
+    POD_PENDING,
+    POD_RUNNING,
+    POD_SUCCEEDED,
+    TERMINAL_POD_PHASES,
+    pod_ref,
+    pod_uid,
+)
+from pykubelet.api.kubetypes import is_static_pod
 from pykubelet.container import ContainerState, ContainerStatus, PodStatus
-from pykubelet.sources.podupdate import is_static_pod
+from pykubelet.container.helpers import (
+    is_restartable_init_container,
+    should_container_be_restarted,
+)
 from pykubelet.status.reason_cache import ReasonCache
 from pykubelet.util import klog
-
-PENDING = "Pending"
-RUNNING = "Running"
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
-TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
 
 # Waiting reasons of containers that have no instance yet.
 CONTAINER_CREATING = "ContainerCreating"
@@ -70,7 +76,7 @@ KUBELET_CONDITIONS = frozenset({
 
 UNKNOWN_CONTAINER_STATUSES = "UnknownContainerStatuses"
 POD_COMPLETED = "PodCompleted"
-POD_FAILED = "PodFailed"
+POD_FAILED_REASON = "PodFailed"
 CONTAINERS_NOT_READY = "ContainersNotReady"
 CONTAINERS_NOT_INITIALIZED = "ContainersNotInitialized"
 READINESS_GATES_NOT_READY = "ReadinessGatesNotReady"
@@ -135,13 +141,13 @@ def generate_api_pod_status(
 
     phase = get_phase(pod, status.container_statuses, status.init_container_statuses,
                       pod_is_terminal)
-    if phase not in TERMINAL_PHASES:
+    if phase not in TERMINAL_POD_PHASES:
         # Once any view (ours or the API's) says terminal, the pod stays terminal.
-        if old.phase in TERMINAL_PHASES:
+        if old.phase in TERMINAL_POD_PHASES:
             phase = old.phase
-        elif api_status.phase in TERMINAL_PHASES:
+        elif api_status.phase in TERMINAL_POD_PHASES:
             phase = api_status.phase
-    if api_status.phase in TERMINAL_PHASES and phase != api_status.phase:
+    if api_status.phase in TERMINAL_POD_PHASES and phase != api_status.phase:
         klog.error("Pod attempted illegal phase transition", pod=pod_ref(pod),
                    originalStatusPhase=api_status.phase, apiStatusPhase=phase)
         phase = api_status.phase
@@ -248,24 +254,24 @@ def get_phase(pod: V1Pod, container_statuses: Sequence[V1ContainerStatus],
             unknown += 1
 
     if failed_init > 0 and restart_policy == "Never":
-        return FAILED
+        return POD_FAILED
     # Restarting sidecars must not send an initialised pod back to Pending.
     initialized = has_any_regular_container_started(pod, container_statuses)
     if pending_regular_init > 0 or (pending_sidecars > 0 and not initialized) or waiting > 0:
-        return PENDING
+        return POD_PENDING
     if running > 0 and unknown == 0:
-        return RUNNING
+        return POD_RUNNING
     if running == 0 and stopped > 0 and unknown == 0:
         if pod_is_terminal and not is_static_pod(pod):
-            return SUCCEEDED if stopped == succeeded else FAILED
+            return POD_SUCCEEDED if stopped == succeeded else POD_FAILED
         if restart_policy == "Always":
-            return RUNNING
+            return POD_RUNNING
         if stopped == succeeded:
-            return SUCCEEDED
+            return POD_SUCCEEDED
         if restart_policy == "Never":
-            return FAILED
-        return RUNNING
-    return PENDING
+            return POD_FAILED
+        return POD_RUNNING
+    return POD_PENDING
 
 
 def generate_containers_ready_condition(pod: V1Pod, statuses: Sequence[V1ContainerStatus],
@@ -283,9 +289,9 @@ def generate_containers_ready_condition(pod: V1Pod, statuses: Sequence[V1Contain
         elif not container_status.ready:
             unready.append(container.name)
 
-    if (phase == SUCCEEDED and not unknown) or phase == FAILED:
+    if (phase == POD_SUCCEEDED and not unknown) or phase == POD_FAILED:
         return V1PodCondition(type=CONTAINERS_READY, status="False",
-                              reason=POD_COMPLETED if phase == SUCCEEDED else POD_FAILED)
+                              reason=POD_COMPLETED if phase == POD_SUCCEEDED else POD_FAILED_REASON)
     messages = []
     if unknown:
         messages.append(f"containers with unknown status: {_go_list(unknown)}")
@@ -333,7 +339,7 @@ def generate_pod_initialized_condition(pod: V1Pod, statuses: Sequence[V1Containe
         elif not _init_container_done(container, container_status):
             incomplete.append(container.name)
 
-    if phase == SUCCEEDED and not unknown:
+    if phase == POD_SUCCEEDED and not unknown:
         return V1PodCondition(type=POD_INITIALIZED, status="True", reason=POD_COMPLETED)
     # An app container that ever ran proves initialisation finished, even while a
     # sidecar restarts.
@@ -401,11 +407,6 @@ def sort_pod_ips(ips: Sequence[str], host_ip: str = "") -> list[str]:
         if match is not None:
             result.append(str(match))
     return result
-
-
-def is_restartable_init_container(container: V1Container) -> bool:
-    """A sidecar: an init container with its own ``restartPolicy: Always``."""
-    return container.restart_policy == "Always"
 
 
 
@@ -506,7 +507,7 @@ def _convert_container_statuses(
                     message="Unable to get init container status from container runtime and "
                             "pod has been initialized, treat it as exited normally"))
                 continue
-        if not _should_restart(container, pod, newest):
+        if not should_container_be_restarted(container, pod, runtime_status):
             continue
         info = reasons.get(pod_uid(pod), container.name)
         if info is None:
@@ -585,23 +586,6 @@ def _ready(spec: V1Container, container_status: V1ContainerStatus,
     if spec.readiness_probe is None:
         return True
     return readiness is not None and readiness(container_status.container_id or "")
-
-
-def _should_restart(container: V1Container, pod: V1Pod, newest: ContainerStatus | None) -> bool:
-    if pod.metadata is not None and pod.metadata.deletion_timestamp is not None:
-        return False
-    if newest is None:
-        return True
-    if newest.state == ContainerState.RUNNING:
-        return False
-    if newest.state in (ContainerState.UNKNOWN, ContainerState.CREATED):
-        return True
-    if is_restartable_init_container(container):
-        return True
-    policy = pod.spec.restart_policy or "Always"
-    if policy == "Never":
-        return False
-    return not (policy == "OnFailure" and newest.exit_code == 0)
 
 
 def _any_regular_container_created(pod: V1Pod, runtime_status: PodStatus) -> bool:

@@ -33,22 +33,20 @@ from kubernetes_asyncio.client import (
     V1PodStatus,
 )
 
-from pykubelet.api import pod_ref, to_dict
+from pykubelet.api import POD_FAILED, TERMINAL_POD_PHASES, pod_ref, to_dict
+from pykubelet.api.kubetypes import is_static_pod
+from pykubelet.container.helpers import is_restartable_init_container
 from pykubelet.status.generate import (
     CONTAINER_STATUS_UNKNOWN,
     CONTAINERS_READY,
     DISRUPTION_TARGET,
-    FAILED,
     POD_INITIALIZED,
     POD_READY,
     POD_READY_TO_START_CONTAINERS,
     POD_SCHEDULED,
-    TERMINAL_PHASES,
     UNKNOWN_EXIT_CODE,
     generate_containers_ready_condition,
     generate_pod_ready_condition,
-    is_restartable_init_container,
-    is_static_pod,
     pod_uid,
     stamp_transition_time,
 )
@@ -137,10 +135,10 @@ class StatusManager:
             if not _is_terminated(container_status):
                 container_status.state = _lost_container_state()
 
-        if not is_static_pod(pod) and status.phase not in TERMINAL_PHASES:
+        if not is_static_pod(pod) and status.phase not in TERMINAL_POD_PHASES:
             klog.v(3).info("Marking terminal pod as failed", pod=pod_ref(pod),
                            oldPhase=status.phase or "")
-            status.phase = FAILED
+            status.phase = POD_FAILED
         self._update(pod, status, force=True)
 
     def remove_orphaned_statuses(self, known_uids: Iterable[str]) -> None:
@@ -215,7 +213,7 @@ class StatusManager:
             klog.error("Status update on pod aborted", err, pod=pod_ref(pod))
             return
 
-        if old.phase in TERMINAL_PHASES and status.phase != old.phase:
+        if old.phase in TERMINAL_POD_PHASES and status.phase != old.phase:
             klog.error("Pod attempted illegal phase transition", pod=pod_ref(pod),
                        originalStatusPhase=old.phase, apiStatusPhase=status.phase or "")
             status.phase, status.reason, status.message = old.phase, old.reason, old.message

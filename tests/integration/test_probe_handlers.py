@@ -32,10 +32,9 @@ from kubernetes_asyncio.client import (
     V1TCPSocketAction,
 )
 
-from pykubelet.container import ContainerID
+from pykubelet.container import ContainerID, ProbeResult
 from pykubelet.cri import CRIError, RemoteRuntimeService, is_not_found
 from pykubelet.events import Event, LoggingRecorder
-from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.lifecycle import HandlerRunner, LifecycleHookError
 from pykubelet.probe import user_agent
 from pykubelet.prober.prober import Prober

@@ -22,6 +22,7 @@ from kubernetes_asyncio.client import V1Pod
 
 from pykubelet.api import pod_from_dict
 from pykubelet.container import ContainerState, PodStatus, PodSyncResult
+from pykubelet.container.helpers import running_pod_from_status
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
 from pykubelet.kuberuntime import (
@@ -29,7 +30,6 @@ from pykubelet.kuberuntime import (
     RuntimeManagerOptions,
     compute_pod_actions,
 )
-from pykubelet.kuberuntime.manager import running_pod_from_status
 from pykubelet.util.backoff import Backoff
 from tests.testbed import POD_SUBNET, Testbed
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from pykubelet.api.kubetypes import PodOperation, PodUpdate
 from pykubelet.sources.file import StaticPodFileSource
 from pykubelet.sources.http import StaticPodURLSource
-from pykubelet.sources.podupdate import PodOperation, PodUpdate
 
 NODE = "node-1"
 

@@ -15,10 +15,9 @@ from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Pod, V1Probe
 
 from pykubelet.api import pod_from_dict
-from pykubelet.container import ContainerID, ContainerState, ContainerStatus, PodStatus
+from pykubelet.container import ContainerID, ContainerState, ContainerStatus, PodStatus, ProbeResult
 from pykubelet.kuberuntime.actions import (
     KillReason,
-    ProbeResult,
     backoff_key,
     check_restart_backoff,
     compute_pod_actions,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pykubelet.cmd.options import ConfigurationError, KubeletServer, parse_command_line
+from pykubelet.cmd.options import ConfigurationError, parse_command_line
+from pykubelet.config.server import KubeletServer
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 SEED = Path(__file__).resolve().parents[2] / "examples" / "kubelet-seed004.yaml"

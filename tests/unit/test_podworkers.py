@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import V1ObjectMeta, V1Pod, V1PodSpec, V1PodStatus
 
+from pykubelet.api.kubetypes import SyncPodType
 from pykubelet.container import Pod, PodStatus
 from pykubelet.container.cache import PodCache
 from pykubelet.podworkers import (
     KillPodOptions,
     PodWorkers,
     PodWorkerState,
-    SyncPodType,
     UpdatePodOptions,
     WorkQueue,
 )

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import grpc
 import pytest
 
+from pykubelet.container import ProbeResult
 from pykubelet.cri.errors import CRIError, ExecTimeoutError
 from pykubelet.cri.runtime import ExecSyncResult
-from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.probe import MAX_OUTPUT_BYTES
 from pykubelet.probe.exec import exec_probe
 

@@ -9,7 +9,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ProbeResult
 from pykubelet.probe.grpc import grpc_probe
 
 

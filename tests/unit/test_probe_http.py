@@ -15,7 +15,7 @@ from kubernetes_asyncio.client import (
     V1HTTPHeader,
 )
 
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ProbeResult
 from pykubelet.probe import MAX_OUTPUT_BYTES, PortResolutionError, user_agent
 from pykubelet.probe.http import check_http, http_probe, request_for_http_get_action
 from tests.unit.loopback import closed_port, serve

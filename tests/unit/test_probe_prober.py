@@ -29,11 +29,10 @@ from kubernetes_asyncio.client import (
     V1TCPSocketAction,
 )
 
-from pykubelet.container import ContainerID
+from pykubelet.container import ContainerID, ProbeResult
 from pykubelet.cri.errors import CRIError
 from pykubelet.cri.runtime import ExecSyncResult
 from pykubelet.events import WARNING, Event, LoggingRecorder
-from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.prober.prober import MAX_PROBE_RETRIES, Prober
 from tests.unit.loopback import closed_port, serve
 

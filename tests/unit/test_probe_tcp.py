@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ProbeResult
 from pykubelet.probe.tcp import tcp_probe
 from tests.unit.loopback import closed_port
 

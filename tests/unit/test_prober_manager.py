@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from kubernetes_asyncio.client import V1Container, V1PodStatus, V1Probe
 
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ProbeResult
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.metrics import PROBER_REGISTRY
 from pykubelet.prober.results import ResultsManager, ResultUpdate

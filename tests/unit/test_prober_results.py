@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from kubernetes_asyncio.client import V1ObjectMeta, V1Pod
 
-from pykubelet.container import ContainerID
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ContainerID, ProbeResult
 from pykubelet.prober.results import ResultsManager, ResultUpdate
 
 POD = V1Pod(metadata=V1ObjectMeta(name="web", namespace="default", uid="uid-web"))

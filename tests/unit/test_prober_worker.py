@@ -27,8 +27,7 @@ from kubernetes_asyncio.client import (
     V1Probe,
 )
 
-from pykubelet.container import ContainerID
-from pykubelet.kuberuntime.actions import ProbeResult
+from pykubelet.container import ContainerID, ProbeResult
 from pykubelet.prober.metrics import PROBER_REGISTRY
 from pykubelet.prober.results import ResultsManager
 from pykubelet.prober.worker import ProbeType, ProbeWorker

@@ -8,14 +8,14 @@ from typing import Any
 from kubernetes_asyncio.client.models import V1Pod
 
 from pykubelet.api import pod_from_dict
-from pykubelet.sources.podconfig import PodConfig
-from pykubelet.sources.podupdate import (
+from pykubelet.api.kubetypes import (
     CONFIG_FIRST_SEEN_ANNOTATION_KEY,
     CONFIG_MIRROR_ANNOTATION_KEY,
     CONFIG_SOURCE_ANNOTATION_KEY,
     PodOperation,
     PodUpdate,
 )
+from pykubelet.sources.podconfig import PodConfig
 
 SET, ADD, UPDATE, REMOVE, DELETE, RECONCILE = (
     PodOperation.SET, PodOperation.ADD, PodOperation.UPDATE, PodOperation.REMOVE,

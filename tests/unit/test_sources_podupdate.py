@@ -8,7 +8,7 @@ import pytest
 from kubernetes_asyncio.client.models import V1Pod
 
 from pykubelet.api import pod_from_dict
-from pykubelet.sources.podupdate import (
+from pykubelet.api.kubetypes import (
     API_SOURCE,
     CONFIG_MIRROR_ANNOTATION_KEY,
     CONFIG_SOURCE_ANNOTATION_KEY,

@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio.client.models import V1Pod
 
 from pykubelet.api import to_dict
-from pykubelet.sources.podupdate import (
+from pykubelet.api.kubetypes import (
     CONFIG_FIRST_SEEN_ANNOTATION_KEY,
     CONFIG_HASH_ANNOTATION_KEY,
     CONFIG_SOURCE_ANNOTATION_KEY,

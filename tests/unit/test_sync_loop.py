@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import V1ObjectMeta, V1Pod
 
-from pykubelet.container import ContainerID, PodLifecycleEvent, PodLifecycleEventType
+from pykubelet.api.kubetypes import PodOperation, PodUpdate
+from pykubelet.container import ContainerID, PodLifecycleEvent, PodLifecycleEventType, ProbeResult
 from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
-from pykubelet.kuberuntime.actions import ProbeResult
 from pykubelet.prober.results import ResultUpdate
-from pykubelet.sources.podupdate import PodOperation, PodUpdate
 
 
 def pod(uid: str) -> V1Pod:

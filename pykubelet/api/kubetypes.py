@@ -1,8 +1,10 @@
-"""The vocabulary of pod configuration changes (upstream ``pkg/kubelet/types/pod_update.go``).
+"""The kubelet's own vocabulary (upstream ``pkg/kubelet/types``): pod updates, sources, pod kinds.
 
 Every pod source (static files, the manifest URL, the API server) speaks to
 the pod config merger in ``PodUpdate`` messages, and the merger speaks to the
-sync loop in the same messages. The annotation keys below are how the kubelet
+sync loop in the same messages; the pod workers are told why they sync in
+``SyncPodType``. It sits on the ground floor because sources, the sync loop,
+pod workers, status and QoS all read it. The annotation keys below are how the kubelet
 marks a pod with where it came from and when it first saw it; other parts of
 the kubelet (status manager, mirror pods, eviction) read them back through the
 helpers here rather than poking at annotations themselves.
@@ -51,16 +53,13 @@ class PodOperation(enum.IntEnum):
     """Pods whose only change is in status, which the kubelet owns."""
 
 
-class SyncPodType(enum.IntEnum):
+class SyncPodType(enum.StrEnum):
     """Why a pod worker is syncing a pod; printed in logs as upstream does."""
 
-    SYNC = 0
-    UPDATE = 1
-    CREATE = 2
-    KILL = 3
-
-    def __str__(self) -> str:
-        return self.name.lower()
+    SYNC = "sync"
+    UPDATE = "update"
+    CREATE = "create"
+    KILL = "kill"
 
 
 @dataclass
