@@ -37,6 +37,7 @@ from pykubelet.cri.errors import (
     UnsupportedAPIError,
     from_rpc_error,
 )
+from pykubelet.metrics import record_runtime_operation
 from pykubelet.util import klog
 
 DEFAULT_REQUEST_TIMEOUT = 120.0
@@ -169,11 +170,21 @@ class GrpcConnection:
 
     async def _invoke(self, stub: Any, method: str, request: Message,
                       timeout: float | None) -> Any:
-        """Call ``method`` with ``timeout`` seconds (None: no deadline); raise ``CRIError``."""
+        """Call ``method`` with ``timeout`` seconds (None: no deadline); raise ``CRIError``.
+
+        Every call is counted in the ``kubelet_runtime_operations_*`` metrics.
+        """
+        started = time.monotonic()
+        failed = True
         try:
-            return await getattr(stub, method)(request, timeout=timeout)
+            response = await getattr(stub, method)(request, timeout=timeout)
+            failed = False
+            return response
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(method, err, self.endpoint) from err
+        finally:
+            record_runtime_operation(method, started, failed,
+                                     getattr(request, "runtime_handler", ""))
 
     async def _list(self, method: str, request: Message, field: str,
                     filter: Message | None) -> list[Any]:

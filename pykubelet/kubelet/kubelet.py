@@ -11,20 +11,24 @@ Housekeeping (``handle_pod_cleanups``) removes what no source wants any more.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from kubernetes_asyncio.client import V1Pod, V1PodStatus
 
+from pykubelet import metrics
 from pykubelet.api import pod_ref, pod_uid
-from pykubelet.api.kubetypes import SyncPodType
+from pykubelet.api.kubetypes import CONFIG_FIRST_SEEN_ANNOTATION_KEY, SyncPodType
 from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, ProbeResult, Runtime
 from pykubelet.container.cache import PodCache
 from pykubelet.container.helpers import running_pod_from_status
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.runtime_state import RuntimeState
+from pykubelet.metrics.podstartup import POD_STARTUP_TRACKER
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.results import ResultsManager, ResultUpdate
@@ -131,6 +135,8 @@ class Kubelet:
     def dispatch_work(self, pod: V1Pod, update_type: SyncPodType) -> None:
         self._workers().update_pod(UpdatePodOptions(
             update_type=update_type, pod=pod, start_time=time.monotonic()))
+        if update_type == SyncPodType.CREATE:
+            metrics.CONTAINERS_PER_POD_COUNT.observe(len(pod.spec.containers or []))
 
     def can_admit_pod(self, pod: V1Pod) -> tuple[str, str] | None:
         """Admission: the node's pod capacity (``maxPods``)."""
@@ -177,7 +183,10 @@ class Kubelet:
 
     async def sync_pod(self, update_type: SyncPodType, pod: V1Pod, mirror_pod: V1Pod | None,
                        pod_status: PodStatus) -> bool:
+        existing = self.status_manager.get_pod_status(pod_uid(pod))
         api_status = self._api_status(pod, pod_status)
+        if api_status.phase == "Running" and (existing is None or existing.phase == "Pending"):
+            _record_pod_started(pod)
         self.status_manager.set_pod_status(pod, api_status)
         stored = self.status_manager.get_pod_status(pod_uid(pod)) or api_status
         if stored.phase in TERMINAL_PHASES:
@@ -218,6 +227,7 @@ class Kubelet:
 
     async def sync_terminated_pod(self, pod: V1Pod, pod_status: PodStatus) -> None:
         self.probe_manager.remove_pod(pod)
+        POD_STARTUP_TRACKER.delete(pod_uid(pod))
         self.status_manager.set_pod_status(pod, self._api_status(pod, pod_status, terminal=True))
         self.status_manager.terminate_pod(pod)
 
@@ -272,6 +282,22 @@ class Kubelet:
     def get_pods(self) -> list[V1Pod]:
         """Desired pods with their latest API status (the read-only ``/pods``)."""
         return [self.status_manager.pod_with_status(pod) for pod in self.pod_manager.get_pods()]
+
+
+def _record_pod_started(pod: V1Pod) -> None:
+    """Pod start latency metrics, on the pod's first Running status."""
+    meta = pod.metadata
+    seen_text = ((meta.annotations or {}) if meta else {}).get(CONFIG_FIRST_SEEN_ANNOTATION_KEY)
+    first_seen = None
+    if seen_text:
+        with contextlib.suppress(ValueError):
+            # Nanoseconds do not fit a datetime: cut the fraction to microseconds.
+            head, dot, rest = seen_text.rstrip("Z").partition(".")
+            first_seen = datetime.fromisoformat(
+                f"{head}.{rest[:6].ljust(6, '0')}" if dot else head).replace(tzinfo=UTC)
+    POD_STARTUP_TRACKER.record_running(pod_uid(pod), first_seen,
+                                       meta.creation_timestamp if meta else None,
+                                       bool(pod.spec and pod.spec.host_network))
 
 
 def _still_running(pod: Pod) -> bool:

@@ -28,6 +28,7 @@ from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
 from pykubelet.cri import ImageService
+from pykubelet.metrics.podstartup import POD_STARTUP_TRACKER
 from pykubelet.util import klog
 from pykubelet.util.backoff import Backoff
 
@@ -331,8 +332,10 @@ class ImageManager:
 
         klog.info("Pulling image", pod=pod_ref, image=spec_image)
         started = time.monotonic()
+        POD_STARTUP_TRACKER.record_image_started_pulling(uid)
         try:
             image_ref = await self._pull(image, pull_secrets, sandbox_config)
+            POD_STARTUP_TRACKER.record_image_finished_pulling(uid)
         except Exception as err:
             message = str(err) or type(err).__name__
             klog.warning("Failed to pull image", pod=pod_ref, image=spec_image, err=message)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from cri_api.v1 import api_pb2
 
+from pykubelet import metrics
 from pykubelet.container import (
     Container,
     ContainerState,
@@ -149,6 +150,20 @@ class _PodRecords:
         record.old, record.current = record.current, None
 
 
+def update_running_pod_and_container_metrics(pods: Iterable[Pod]) -> None:
+    """``kubelet_running_pods`` (pods with a running sandbox) and containers by state."""
+    running_sandboxes = 0
+    by_state = dict.fromkeys((str(state) for state in ContainerState), 0)
+    for pod in pods:
+        for container in pod.containers:
+            by_state[str(container.state)] = by_state.get(str(container.state), 0) + 1
+        if any(s.state == ContainerState.RUNNING for s in pod.sandboxes):
+            running_sandboxes += 1
+    for state, count in by_state.items():
+        metrics.RUNNING_CONTAINERS.labels(state).set(count)
+    metrics.RUNNING_PODS.set(running_sandboxes)
+
+
 class GenericPLEG:
     """Relists the runtime every ``relist_period`` seconds and reports container changes."""
 
@@ -203,6 +218,7 @@ class GenericPLEG:
         if self._last_relist_time is None:
             return False, "pleg has yet to be successful"
         elapsed = self._clock() - self._last_relist_time
+        metrics.PLEG_LAST_SEEN.set(time.time() - elapsed)
         if elapsed > self.relist_threshold:
             return False, (f"pleg was last seen active {elapsed:.3f}s ago; "
                            f"threshold is {self.relist_threshold:g}s")
@@ -227,10 +243,13 @@ class GenericPLEG:
         async with self._relist_lock:
             klog.v(5).info("GenericPLEG: Relisting")
             started = self._clock()
+            if self._last_relist_time is not None:
+                metrics.PLEG_RELIST_INTERVAL.observe(started - self._last_relist_time)
             try:
                 await self._relist_locked(started)
             finally:
                 self.last_relist_duration = self._clock() - started
+                metrics.PLEG_RELIST_DURATION.observe(self.last_relist_duration)
 
     async def _relist_locked(self, timestamp: float) -> None:
         try:
@@ -241,6 +260,7 @@ class GenericPLEG:
         self._last_relist_time = timestamp
         self.relist_count += 1
         self._records.set_current(pods)
+        update_running_pod_and_container_metrics(pods)
 
         needs_reinspection: dict[str, Pod | None] = {}
         for uid in self._records.uids():
@@ -280,6 +300,7 @@ class GenericPLEG:
                 self._events.put_nowait(event)
             except asyncio.QueueFull:
                 self.discarded_events += 1
+                metrics.PLEG_DISCARD_EVENTS.inc()
                 klog.error("Event channel is full, discard this relist() cycle event")
             if event.type == PodLifecycleEventType.CONTAINER_DIED and status is not None:
                 if exit_codes is None:

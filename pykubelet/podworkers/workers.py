@@ -44,6 +44,7 @@ from typing import Any, Protocol, TypeVar
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1ObjectMeta, V1Pod, V1PodStatus
 
+from pykubelet import metrics
 from pykubelet.api import pod_uid
 from pykubelet.api.kubetypes import SyncPodType, build_pod_full_name, is_static_pod
 from pykubelet.container import ContainerState, Pod, PodStatus
@@ -690,6 +691,9 @@ class PodWorkers:
                 error = err
                 last_sync_time = self._clock()
 
+            if update.start_time and not interrupted:
+                metrics.POD_WORKER_DURATION.labels(str(update.update_type)).observe(
+                    max(0.0, self._clock() - update.start_time))
             phase_transition = False
             if interrupted:
                 # The change that caused the cancellation is already pending.
