@@ -1,0 +1,335 @@
+"""The serving certificate and TLS settings of the kubelet API (upstream ``InitializeTLS``).
+
+The API server, Prometheus and metrics-server reach the kubelet over HTTPS on
+``port`` (10250). The certificate is either the operator's (``tlsCertFile`` /
+``tlsPrivateKeyFile``) or, as upstream does when neither is set, a self-signed
+pair generated once into ``--cert-dir`` (``kubelet.crt`` / ``kubelet.key``): a
+throw-away CA valid from an hour ago (clock skew) for one year, and a serving
+certificate it signs, written as the chain ``serving + CA``. An existing pair is
+reused as long as it still loads and has not expired, so clients that pinned it
+keep working across restarts.
+
+``tlsMinVersion`` and ``tlsCipherSuites`` take Go's names (``VersionTLS12``,
+``TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256``), which this module translates to
+OpenSSL's; an unknown name stops start-up naming the field, an insecure suite
+is logged as upstream does. ``authentication.x509.clientCAFile`` makes the
+server ask for client certificates (the API server presents its
+``--kubelet-client-certificate``); who they belong to is decided by the
+authenticator, not here.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from pykubelet.util import klog
+
+SELF_SIGNED_CERT_NAME: Final = "kubelet.crt"
+SELF_SIGNED_KEY_NAME: Final = "kubelet.key"
+SELF_SIGNED_VALIDITY: Final = datetime.timedelta(days=365)
+SELF_SIGNED_BACKDATE: Final = datetime.timedelta(hours=1)
+RSA_KEY_BITS: Final = 2048
+
+# Go's cipher suite names (crypto/tls, as the --tls-cipher-suites flag takes
+# them) and the OpenSSL names of the same suites. TLS 1.3 suites are accepted
+# but cannot be configured, in Go as in OpenSSL's cipher list.
+CIPHER_SUITES: Final[dict[str, str]] = {
+    "TLS_RSA_WITH_RC4_128_SHA": "RC4-SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA": "DES-CBC3-SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256": "AES128-SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA": "ECDHE-ECDSA-RC4-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA": "ECDHE-RSA-RC4-SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA": "ECDHE-RSA-DES-CBC3-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256": "ECDHE-ECDSA-AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256": "ECDHE-RSA-AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    # Go's older spellings of the two ChaCha20 suites.
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305": "ECDHE-ECDSA-CHACHA20-POLY1305",
+}
+TLS13_CIPHER_SUITES: Final = frozenset({
+    "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"})
+# Go's tls.InsecureCipherSuites(): RC4, 3DES and the CBC-SHA256 suites.
+INSECURE_CIPHER_SUITES: Final = frozenset({
+    "TLS_RSA_WITH_RC4_128_SHA", "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256", "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA", "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256"})
+
+TLS_VERSIONS: Final[dict[str, ssl.TLSVersion]] = {
+    "VersionTLS10": ssl.TLSVersion.TLSv1,
+    "VersionTLS11": ssl.TLSVersion.TLSv1_1,
+    "VersionTLS12": ssl.TLSVersion.TLSv1_2,
+    "VersionTLS13": ssl.TLSVersion.TLSv1_3,
+}
+# Go servers refuse anything older than TLS 1.2 unless told otherwise.
+DEFAULT_MIN_VERSION: Final = "VersionTLS12"
+
+
+class TLSConfigError(ValueError):
+    """The TLS settings cannot be used; the message names the field or file."""
+
+
+@dataclass
+class TLSOptions:
+    """What the HTTPS server needs (upstream ``server.TLSOptions``), names still Go's."""
+
+    cert_file: str
+    key_file: str
+    min_version: str = DEFAULT_MIN_VERSION
+    cipher_suites: list[str] = field(default_factory=list)
+    client_ca_file: str = ""
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A server context with these settings; TLSConfigError when a file or name is bad."""
+        return build_ssl_context(self)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
+    # PKCS#1 ("RSA PRIVATE KEY"), the block type upstream writes.
+    return key.private_bytes(serialization.Encoding.PEM,
+                             serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption())
+
+
+def generate_self_signed_cert_key(host: str, alternate_ips: Sequence[str] = (),
+                                  alternate_dns: Sequence[str] = ()) -> tuple[bytes, bytes]:
+    """A CA and a serving certificate for ``host``, as PEM (chain, key).
+
+    The chain is the serving certificate followed by the CA, so a client can
+    pin the CA; the key is the serving certificate's. ``host`` becomes an IP
+    SAN when it is an address, else a DNS SAN, followed by the alternates.
+    """
+    valid_from = _now() - SELF_SIGNED_BACKDATE
+    valid_to = valid_from + SELF_SIGNED_VALIDITY
+    stamp = int(time.time())
+
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}-ca@{stamp}")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(1)
+        .not_valid_before(valid_from).not_valid_after(valid_to)
+        .add_extension(x509.KeyUsage(
+            digital_signature=True, key_encipherment=True, key_cert_sign=True,
+            content_commitment=False, data_encipherment=False, key_agreement=False,
+            crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    names: list[x509.GeneralName] = []
+    seen: set[str] = set()
+    for candidate in (host, *alternate_ips, *alternate_dns):
+        if not candidate or candidate in seen:
+            continue
+        seen.add(candidate)
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(candidate)))
+        except ValueError:
+            names.append(x509.DNSName(candidate))
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{stamp}")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(2)
+        .not_valid_before(valid_from).not_valid_after(valid_to)
+        .add_extension(x509.KeyUsage(
+            digital_signature=True, key_encipherment=True, key_cert_sign=False,
+            content_commitment=False, data_encipherment=False, key_agreement=False,
+            crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                       critical=False)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    chain = (cert.public_bytes(serialization.Encoding.PEM)
+             + ca_cert.public_bytes(serialization.Encoding.PEM))
+    return chain, _pem_key(key)
+
+
+def usable_cert_and_key(cert_file: str, key_file: str) -> str | None:
+    """Why the pair at these paths cannot be served, or None when it can.
+
+    A pair is usable when both files read, the first certificate parses, has
+    not expired, and belongs to the private key.
+    """
+    try:
+        with open(cert_file, "rb") as file:
+            cert_pem = file.read()
+        with open(key_file, "rb") as file:
+            key_pem = file.read()
+    except FileNotFoundError as err:
+        return f"{err.filename} does not exist"
+    except OSError as err:
+        return f"cannot read {err.filename}: {err.strerror}"
+    try:
+        certs = x509.load_pem_x509_certificates(cert_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except ValueError as err:
+        return f"cannot parse {cert_file} or {key_file}: {err}"
+    cert = certs[0]
+    if cert.not_valid_after_utc <= _now():
+        return f"{cert_file} expired at {cert.not_valid_after_utc.isoformat()}"
+    public = key.public_key().public_bytes(serialization.Encoding.DER,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    certified = cert.public_key().public_bytes(serialization.Encoding.DER,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo)
+    if public != certified:
+        return f"{key_file} is not the private key of {cert_file}"
+    return None
+
+
+def _write_file(path: str, data: bytes, mode: int) -> None:
+    os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def check_cipher_suites(names: Sequence[str]) -> list[str]:
+    """The OpenSSL names of Go cipher suite names (TLS 1.3 ones dropped); TLSConfigError."""
+    openssl: list[str] = []
+    for name in names:
+        if name in TLS13_CIPHER_SUITES:
+            continue
+        if name not in CIPHER_SUITES:
+            raise TLSConfigError(f"tlsCipherSuites (--tls-cipher-suites): Cipher suite {name} "
+                                 f"not supported or doesn't exist")
+        openssl.append(CIPHER_SUITES[name])
+    return openssl
+
+
+def initialize_tls(cert_dir: str, host_name: str, tls_cert_file: str, tls_private_key_file: str,
+                   tls_min_version: str, tls_cipher_suites: Sequence[str], client_ca_file: str,
+                   server_tls_bootstrap: bool = False,
+                   alternate_ips: Sequence[str] = (),
+                   alternate_dns: Sequence[str] = ("localhost",)) -> TLSOptions:
+    """Upstream ``InitializeTLS``: the serving pair (generated if needed) and the TLS settings.
+
+    With ``server_tls_bootstrap`` no file is generated: the certificate
+    manager obtains the serving certificate from the API server instead, and
+    the returned options name where it keeps it.
+    """
+    cert_file, key_file = tls_cert_file, tls_private_key_file
+    if not cert_file and not key_file:
+        cert_file = os.path.join(cert_dir, SELF_SIGNED_CERT_NAME)
+        key_file = os.path.join(cert_dir, SELF_SIGNED_KEY_NAME)
+        if not server_tls_bootstrap:
+            problem = usable_cert_and_key(cert_file, key_file)
+            if problem is not None:
+                klog.info("Generating a self-signed serving certificate", reason=problem,
+                          certFile=cert_file, host=host_name)
+                try:
+                    chain, key = generate_self_signed_cert_key(host_name, alternate_ips,
+                                                               alternate_dns)
+                    _write_file(cert_file, chain, 0o644)
+                    _write_file(key_file, key, 0o600)
+                except OSError as err:
+                    raise TLSConfigError(f"unable to write self signed cert to {cert_dir} "
+                                         f"(--cert-dir): {err}") from err
+            else:
+                klog.v(2).info("Reusing the serving certificate", certFile=cert_file)
+
+    check_cipher_suites(tls_cipher_suites)
+    for name in tls_cipher_suites:
+        if name in INSECURE_CIPHER_SUITES:
+            klog.info("Use of insecure cipher detected.", cipher=name)
+    min_version = tls_min_version or DEFAULT_MIN_VERSION
+    if min_version not in TLS_VERSIONS:
+        raise TLSConfigError(f"tlsMinVersion (--tls-min-version): unknown tls version "
+                             f"{min_version!r}")
+    if min_version == "VersionTLS13" and tls_cipher_suites:
+        klog.info("Warning: TLS 1.3 cipher suites are not configurable, ignoring "
+                  "--tls-cipher-suites")
+    if client_ca_file and not os.access(client_ca_file, os.R_OK):
+        raise TLSConfigError(f"unable to load client CA file {client_ca_file} "
+                             f"(authentication.x509.clientCAFile): cannot read it")
+    return TLSOptions(cert_file=cert_file, key_file=key_file, min_version=min_version,
+                      cipher_suites=list(tls_cipher_suites), client_ca_file=client_ca_file)
+
+
+def build_ssl_context(options: TLSOptions) -> ssl.SSLContext:
+    """The server-side ``SSLContext`` for ``options`` (HTTP/1.1 only: SPDY upgrades need it)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = TLS_VERSIONS[options.min_version or DEFAULT_MIN_VERSION]
+    suites = check_cipher_suites(options.cipher_suites)
+    if suites and options.min_version != "VersionTLS13":
+        try:
+            context.set_ciphers(":".join(suites))
+        except ssl.SSLError as err:
+            raise TLSConfigError(f"tlsCipherSuites (--tls-cipher-suites): none of "
+                                 f"{', '.join(options.cipher_suites)} is available in this "
+                                 f"OpenSSL: {err}") from err
+    try:
+        context.load_cert_chain(options.cert_file, options.key_file)
+    except (OSError, ssl.SSLError) as err:
+        raise TLSConfigError(f"cannot load the serving certificate {options.cert_file} and key "
+                             f"{options.key_file} (tlsCertFile/tlsPrivateKeyFile): {err}") from err
+    if options.client_ca_file:
+        try:
+            context.load_verify_locations(cafile=options.client_ca_file)
+        except (OSError, ssl.SSLError) as err:
+            raise TLSConfigError(f"unable to load client CA file {options.client_ca_file} "
+                                 f"(authentication.x509.clientCAFile): {err}") from err
+        # Ask for a client certificate without requiring one: requests without
+        # one go on to token or anonymous authentication.
+        context.verify_mode = ssl.CERT_OPTIONAL
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+__all__ = [
+    "CIPHER_SUITES",
+    "INSECURE_CIPHER_SUITES",
+    "TLSConfigError",
+    "TLSOptions",
+    "build_ssl_context",
+    "check_cipher_suites",
+    "generate_self_signed_cert_key",
+    "initialize_tls",
+    "usable_cert_and_key",
+]
