@@ -104,6 +104,22 @@ def _parse_timestamp(text: str) -> tuple[datetime, int]:
     return moment, nanos
 
 
+def format_timestamp_fixed(text: str) -> str:
+    """A record's timestamp in the fixed-width form ``kubectl logs --timestamps`` shows.
+
+    Nine fraction digits always, and ``Z`` for a zero offset, as Go's
+    ``RFC3339NanoFixed`` layout prints a parsed time.
+    """
+    match = _TIMESTAMP.match(text)
+    if match is None:
+        raise ValueError(f"unexpected timestamp format {text!r}")
+    fraction = (match.group(7) or "").ljust(9, "0")
+    zone = match.group(8)
+    if zone in ("+00:00", "-00:00"):
+        zone = "Z"
+    return f"{text[:19]}.{fraction}{zone}"
+
+
 def parse_log_line(line: bytes) -> LogLine:
     """Parse one record (with or without its trailing newline); ValueError if malformed."""
     if line.endswith(b"\n"):
@@ -129,7 +145,7 @@ def parse_log_line(line: bytes) -> LogLine:
                    partial=first_tag == TAG_PARTIAL, content=content)
 
 
-def _tail_start(file: BinaryIO, lines: int) -> int:
+def tail_start(file: BinaryIO, lines: int) -> int:
     """Offset where the last ``lines`` newline-terminated lines of ``file`` start.
 
     An unterminated last line (being written right now) is not counted but is
@@ -162,7 +178,7 @@ def read_log_lines(path: str | os.PathLike[str], tail_lines: int | None = None) 
     """
     records: list[LogLine] = []
     with open(path, "rb") as file:
-        start = 0 if tail_lines is None else _tail_start(file, tail_lines)
+        start = 0 if tail_lines is None else tail_start(file, tail_lines)
         file.seek(start)
         for raw in file:
             if not raw.strip():
@@ -202,7 +218,9 @@ __all__ = [
     "TAG_PARTIAL",
     "LogLine",
     "Stream",
+    "format_timestamp_fixed",
     "parse_log_line",
     "read_log_lines",
     "read_log_tail",
+    "tail_start",
 ]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet import metrics
 from pykubelet.container import (
     Container,
     ContainerID,
@@ -42,6 +43,7 @@ from pykubelet.container.helpers import (
 )
 from pykubelet.cri import ImageService, RuntimeService
 from pykubelet.cri.errors import is_not_found
+from pykubelet.cri.logstream import LogOptions, Writer, read_logs
 from pykubelet.cri.runtime import KUBE_RUNTIME_API_VERSION
 from pykubelet.events import EventRecorder
 from pykubelet.kuberuntime.actions import (
@@ -309,9 +311,11 @@ class KubeGenericRuntimeManager:
         sandbox_config: api_pb2.PodSandboxConfig | None = None
         if actions.create_sandbox:
             created = result.add(SyncResult(CREATE_POD_SANDBOX, pod_desc(pod)))
+            metrics.STARTED_PODS_TOTAL.inc()
             try:
                 sandbox_id, sandbox_config = await self.sandboxes.create(pod, actions.attempt)
             except SandboxCreateError as err:
+                metrics.STARTED_PODS_ERRORS_TOTAL.inc()
                 created.fail(err, ERR_CREATE_POD_SANDBOX, err.message)
                 return result
             klog.v(4).info("Created PodSandbox for pod", podSandboxID=sandbox_id,
@@ -351,10 +355,13 @@ class KubeGenericRuntimeManager:
                 return False
             klog.v(4).info("Creating container in pod", containerType=kind,
                            container=container.name, pod=pod_desc(pod))
+            metric_label = metrics.INIT_CONTAINER if kind == "init container" else metrics.CONTAINER
+            metrics.STARTED_CONTAINERS_TOTAL.labels(metric_label).inc()
             try:
                 await self.containers.start(sandbox_id, config, container, pod, status,
                                             pod_ips, pull_secrets)
             except ContainerStartError as err:
+                metrics.STARTED_CONTAINERS_ERRORS_TOTAL.labels(metric_label, err.reason).inc()
                 started.fail(err, err.reason, err.message)
                 klog.error("Container start failed in pod", err, containerType=kind,
                            container=container.name, pod=pod_desc(pod))
@@ -504,10 +511,60 @@ class KubeGenericRuntimeManager:
         except FileNotFoundError:
             return set()
 
+    # --- logs and streaming (upstream kuberuntime_logs.go, GetExec/GetAttach/GetPortForward) ---
+
+    async def get_container_logs(self, container_id: ContainerID, options: LogOptions,
+                                 stdout: Writer | None, stderr: Writer | None) -> None:
+        """Stream the log file of one container instance (``kubectl logs``)."""
+        response = await self.runtime_service.container_status(container_id.id)
+        path = response.status.log_path
+        if not path:
+            raise FileNotFoundError(f"container {container_id} has no log file")
+        await read_logs(path, container_id.id, options, self.runtime_service, stdout, stderr)
+
+    async def get_exec(self, container_id: ContainerID, cmd: Sequence[str], *, stdin: bool,
+                       stdout: bool, stderr: bool, tty: bool) -> str:
+        """The runtime streaming server's URL for an exec session."""
+        return await self.runtime_service.exec(api_pb2.ExecRequest(
+            container_id=container_id.id, cmd=list(cmd), tty=tty, stdin=stdin, stdout=stdout,
+            stderr=stderr))
+
+    async def get_attach(self, container_id: ContainerID, *, stdin: bool, stdout: bool,
+                         stderr: bool, tty: bool) -> str:
+        return await self.runtime_service.attach(api_pb2.AttachRequest(
+            container_id=container_id.id, stdin=stdin, tty=tty, stdout=stdout, stderr=stderr))
+
+    async def get_port_forward(self, pod_uid: str, ports: Sequence[int]) -> str:
+        """The streaming URL forwarding to ``ports`` of the pod's newest sandbox."""
+        sandbox_ids = await self.sandboxes.ids_for_pod(pod_uid)
+        if not sandbox_ids:
+            raise LookupError(f"failed to find sandboxID for pod {pod_uid}")
+        return await self.runtime_service.port_forward(api_pb2.PortForwardRequest(
+            pod_sandbox_id=sandbox_ids[0], port=list(ports)))
+
+    async def run_in_container(self, container_id: ContainerID, cmd: Sequence[str],
+                               timeout_seconds: float = 0) -> bytes:
+        """Run ``cmd`` and return its stdout then stderr (upstream ``RunInContainer``)."""
+        result = await self.runtime_service.exec_sync(container_id.id, cmd, timeout_seconds)
+        output = result.stdout + result.stderr
+        if result.exit_code != 0:
+            raise ExecExitError(output, result.exit_code)
+        return output
+
+
+class ExecExitError(RuntimeError):
+    """A command run in a container exited non-zero; carries its output."""
+
+    def __init__(self, output: bytes, exit_code: int) -> None:
+        super().__init__(f"command terminated with non-zero exit code: {exit_code}")
+        self.output = output
+        self.exit_code = exit_code
+
 
 __all__ = [
     "CRASH_LOOP_BACKOFF_INITIAL_SECONDS",
     "CRASH_LOOP_BACKOFF_MAX_SECONDS",
+    "ExecExitError",
     "KubeGenericRuntimeManager",
     "RuntimeManagerOptions",
 ]
