@@ -23,6 +23,14 @@ CONFIG_MIRROR_ANNOTATION_KEY = "kubernetes.io/config.mirror"
 CONFIG_FIRST_SEEN_ANNOTATION_KEY = "kubernetes.io/config.seen"
 CONFIG_HASH_ANNOTATION_KEY = "kubernetes.io/config.hash"
 
+# Labels the kubelet puts on every sandbox and container it creates (upstream
+# pkg/kubelet/types/labels.go): the runtime manager writes them, the stats
+# provider and log tooling read them.
+POD_NAME_LABEL = "io.kubernetes.pod.name"
+POD_NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
+POD_UID_LABEL = "io.kubernetes.pod.uid"
+CONTAINER_NAME_LABEL = "io.kubernetes.container.name"
+
 FILE_SOURCE = "file"
 HTTP_SOURCE = "http"
 API_SOURCE = "api"
@@ -157,10 +165,14 @@ __all__ = [
     "CONFIG_HASH_ANNOTATION_KEY",
     "CONFIG_MIRROR_ANNOTATION_KEY",
     "CONFIG_SOURCE_ANNOTATION_KEY",
+    "CONTAINER_NAME_LABEL",
     "FILE_SOURCE",
     "HTTP_SOURCE",
     "KNOWN_SOURCES",
     "NAMESPACE_DEFAULT",
+    "POD_NAMESPACE_LABEL",
+    "POD_NAME_LABEL",
+    "POD_UID_LABEL",
     "PodOperation",
     "PodUpdate",
     "SyncPodType",

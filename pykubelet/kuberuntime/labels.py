@@ -22,13 +22,15 @@ from typing import Any
 from kubernetes_asyncio.client import V1Container, V1ContainerPort, V1LifecycleHandler, V1Pod
 
 from pykubelet.api import from_dict, to_dict
+from pykubelet.api.kubetypes import (
+    CONTAINER_NAME_LABEL,
+    POD_NAME_LABEL,
+    POD_NAMESPACE_LABEL,
+    POD_UID_LABEL,
+)
 from pykubelet.kuberuntime.hash import hash_container
 from pykubelet.util import klog
 
-POD_NAME_LABEL = "io.kubernetes.pod.name"
-POD_NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
-POD_UID_LABEL = "io.kubernetes.pod.uid"
-CONTAINER_NAME_LABEL = "io.kubernetes.container.name"
 # The Go kubelet names its sandboxes' container "POD" in listings; kept for callers that
 # need a container-name for a sandbox (e.g. events), never written as a label by upstream.
 POD_INFRA_CONTAINER_NAME = "POD"
