@@ -70,6 +70,12 @@ def verbosity() -> int:
     return _verbosity
 
 
+def set_verbosity(level: int) -> None:
+    """Change ``--v`` at run time (the kubelet's ``/debug/flags/v``)."""
+    global _verbosity
+    _verbosity = level
+
+
 def _emit(level: int, msg: str, pairs: dict[str, Any]) -> None:
     if _LOGGER.isEnabledFor(level):
         # stacklevel 3: skip _emit and the public helper, report the caller's line.
