@@ -34,5 +34,6 @@ pykubelet \
   --pod-manifest-path "$repo/examples/standalone/manifests" \
   --container-runtime-endpoint "unix://$testbed/containerd.sock" \
   --root-dir "$state/root" \
+  --cert-dir "$state/pki" \
   --lock-file "$state/kubelet.lock" \
   --v=2 "$@"

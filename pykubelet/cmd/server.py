@@ -13,7 +13,10 @@ carries its name so the seed text can be followed in Python:
    ``create_and_init_kubelet`` (``createAndInitKubelet``: ``makePodSourceConfig``
    and ``NewMainKubelet``, then the birth cry), then ``start_kubelet``.
 4. ``start_kubelet`` (``startKubelet``): ``Kubelet.run`` with the pod config's
-   updates, and the HTTP servers (healthz, the read-only port).
+   updates, and the HTTP servers: healthz, the kubelet API on ``port``
+   (``listen_and_serve``, HTTPS with the TLS options ``unsecured_dependencies``
+   built and the authentication ``run`` built) and the read-only port
+   (``listen_and_serve_read_only``).
 
 Every step that can fail names itself in the error ("failed to run Kubelet:
 connecting to the container runtime: ..."), and the process exits non-zero.
@@ -38,11 +41,21 @@ from pykubelet.cri.runtime import RemoteRuntimeService
 from pykubelet.events import NORMAL, LoggingRecorder
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.kubelet import Kubelet, make_pod_source_config, new_main_kubelet, seconds
+from pykubelet.metrics import KUBELET_REGISTRY
 from pykubelet.prober.metrics import PROBER_REGISTRY
-from pykubelet.server.healthz import HealthChecker, healthz_routes
-from pykubelet.server.metrics import registry_route
-from pykubelet.server.readonly import readonly_routes, start_http_server
+from pykubelet.server.auth import KubeletAuth, build_auth
+from pykubelet.server.healthz import HealthChecker, LogCheck, healthz_routes
+from pykubelet.server.readonly import start_http_server
+from pykubelet.server.server import (
+    KubeletAPIServer,
+    ServerOptions,
+    listen_and_serve,
+    listen_and_serve_read_only,
+    metric_paths,
+)
+from pykubelet.server.tls import initialize_tls
 from pykubelet.sources.podconfig import PodConfig
+from pykubelet.stats import cadvisor_metrics, resource_metrics
 from pykubelet.util import klog
 from pykubelet.util.flock import LockContentionError, LockFile
 
@@ -98,8 +111,17 @@ def unsecured_dependencies(server: KubeletServer) -> Dependencies:
     with startup_step("creating the image service"):
         image_service = RemoteImageService(
             config.image_service_endpoint or config.container_runtime_endpoint, timeout)
+    tls_options = None
+    if config.enable_server:
+        with startup_step("initializing the kubelet server's TLS"):
+            tls_options = initialize_tls(
+                server.flags.cert_dir, get_node_name(server), config.tls_cert_file,
+                config.tls_private_key_file, config.tls_min_version,
+                list(config.tls_cipher_suites or []), config.authentication.x509.client_ca_file,
+                server_tls_bootstrap=config.server_tls_bootstrap,
+                alternate_ips=[*server.flags.node_ips(), "127.0.0.1"])
     return Dependencies(runtime_service=runtime_service, image_service=image_service,
-                        recorder=LoggingRecorder())
+                        recorder=LoggingRecorder(), tls_options=tls_options)
 
 
 async def run(server: KubeletServer, deps: Dependencies, stopping: asyncio.Event) -> None:
@@ -116,8 +138,29 @@ async def run(server: KubeletServer, deps: Dependencies, stopping: asyncio.Event
             # The API clients (main, events, heartbeat) are built here in cluster mode.
             klog.warning("Cluster mode is not available yet; running standalone",
                          kubeconfig=server.flags.kubeconfig)
+        if deps.auth is None and server.config.enable_server:
+            with startup_step("building the kubelet server's authentication"):
+                deps.auth = build_auth_for(server, get_node_name(server), deps.kube_client)
         await pre_init_runtime_service(deps)
         await run_kubelet(server, deps, stopping)
+
+
+def build_auth_for(server: KubeletServer, node_name: str, kube_client: Any) -> KubeletAuth:
+    """Upstream ``BuildAuth``: authenticator and authorizer from the configuration.
+
+    In standalone mode (no client) the webhook modes cannot work: the
+    configuration must disable webhook authentication and use AlwaysAllow.
+    """
+    config = server.config
+    authn, authz = config.authentication, config.authorization
+    return build_auth(
+        node_name, kube_client, anonymous=authn.anonymous.enabled,
+        webhook_authentication=authn.webhook.enabled,
+        token_cache_ttl=seconds(authn.webhook.cache_ttl),
+        client_ca_file=authn.x509.client_ca_file, authorization_mode=authz.mode,
+        authorized_ttl=seconds(authz.webhook.cache_authorized_ttl),
+        unauthorized_ttl=seconds(authz.webhook.cache_unauthorized_ttl),
+        fine_grained=server.feature_gates().enabled("KubeletFineGrainedAuthz"))
 
 
 _configz: dict[str, Any] = {}
@@ -125,7 +168,8 @@ _configz: dict[str, Any] = {}
 
 def init_configz(server: KubeletServer) -> None:
     """Upstream ``initConfigz``: record the running configuration for ``/configz``."""
-    _configz["kubeletconfig"] = configz_body(server.config)
+    _configz.clear()
+    _configz.update(configz_body(server.config))
 
 
 def configz() -> dict[str, Any]:
@@ -218,10 +262,17 @@ async def start_kubelet(kubelet: Kubelet, pod_config: PodConfig, server: Kubelet
             with startup_step("starting the healthz server"):
                 runners.append(await start_http_server(
                     config.healthz_bind_address, config.healthz_port, healthz_routes(checks)))
+        if config.enable_server:
+            with startup_step("starting the kubelet server"):
+                tls = deps.tls_options
+                runners.append(await listen_and_serve(
+                    kubelet_api_server(kubelet, server, deps.auth), config.address,
+                    config.port, tls.ssl_context() if tls is not None else None))
         if config.read_only_port > 0:
             with startup_step("starting the read-only server"):
-                runners.append(await listen_and_serve_read_only(kubelet, config.address,
-                                                                config.read_only_port, checks))
+                runners.append(await listen_and_serve_read_only(
+                    kubelet_api_server(kubelet, server, None), config.address,
+                    config.read_only_port))
     except BaseException:
         for runner in runners:
             await runner.cleanup()
@@ -229,12 +280,26 @@ async def start_kubelet(kubelet: Kubelet, pod_config: PodConfig, server: Kubelet
     return runners
 
 
-async def listen_and_serve_read_only(kubelet: Kubelet, address: str, port: int,
-                                     checks: list[HealthChecker]) -> web.AppRunner:
-    """Upstream ``ListenAndServeReadOnly``: the unauthenticated subset on ``readOnlyPort``."""
-    return await start_http_server(address, port, [
-        *readonly_routes(kubelet, checks),
-        registry_route("/metrics/probes", PROBER_REGISTRY)])
+def kubelet_api_server(kubelet: Kubelet, server: KubeletServer,
+                       auth: KubeletAuth | None) -> KubeletAPIServer:
+    """The kubelet API over this kubelet: authenticated with ``auth``, else read-only."""
+    config = server.config
+    gates = server.feature_gates()
+    stats = kubelet.stats_provider
+    options = ServerOptions(
+        enable_debugging_handlers=config.enable_debugging_handlers,
+        enable_system_log_handler=bool(config.enable_system_log_handler),
+        enable_profiling_handler=bool(config.enable_profiling_handler),
+        enable_debug_flags_handler=bool(config.enable_debug_flags_handler),
+        split_log_streams=gates.enabled("PodLogsQuerySplitStreams"),
+        configz=configz,
+        metrics=metric_paths(
+            kubelet=[KUBELET_REGISTRY],
+            cadvisor=[cadvisor_metrics(stats, kubelet.container_images, stats.machine_info)],
+            resource=[resource_metrics(stats)],
+            probes=[PROBER_REGISTRY]))
+    checks: list[HealthChecker] = [LogCheck(), kubelet.sync_loop_monitor]
+    return KubeletAPIServer(kubelet.server_host, checks, options, stats=stats, auth=auth)
 
 
 @contextlib.asynccontextmanager
@@ -282,11 +347,13 @@ async def _stop_on_contention(lock: LockFile, stopping: asyncio.Event) -> None:
 
 __all__ = [
     "StartupError",
+    "build_auth_for",
     "configz",
     "create_and_init_kubelet",
     "get_host_ip",
     "get_node_name",
     "init_configz",
+    "kubelet_api_server",
     "pre_init_runtime_service",
     "run",
     "run_kubelet",

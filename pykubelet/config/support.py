@@ -38,6 +38,19 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "clusterDomain",
     "resolvConf",
     "logging",
+    # The kubelet API (pykubelet.server).
+    "enableServer",
+    "port",
+    "tlsCertFile",
+    "tlsPrivateKeyFile",
+    "tlsCipherSuites",
+    "tlsMinVersion",
+    "authentication",
+    "authorization",
+    "enableDebuggingHandlers",
+    "enableSystemLogHandler",
+    "enableProfilingHandler",
+    "enableDebugFlagsHandler",
 })
 
 

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 from pykubelet.cri import ImageService, RuntimeService
 from pykubelet.events import EventRecorder
+from pykubelet.server.auth import KubeletAuth
+from pykubelet.server.tls import TLSOptions
 
 
 class OSInterface(Protocol):
@@ -36,17 +38,6 @@ class RealOS:
 
 
 @dataclass
-class TLSOptions:
-    """Serving certificate and client-CA settings for the kubelet API (filled by its issue)."""
-
-    cert_file: str = ""
-    key_file: str = ""
-    client_ca_file: str = ""
-    min_version: str = ""
-    cipher_suites: list[str] = field(default_factory=list)
-
-
-@dataclass
 class Dependencies:
     """Everything ``new_main_kubelet`` is handed; None means "not in this mode"."""
 
@@ -58,7 +49,10 @@ class Dependencies:
     kube_client: Any = None
     heartbeat_client: Any = None
     event_client: Any = None
+    # The kubelet API's serving certificate and TLS settings (``initialize_tls``),
+    # and who may call it (``build_auth``); None when the server is off.
     tls_options: TLSOptions | None = None
+    auth: KubeletAuth | None = None
 
     @property
     def standalone(self) -> bool:
@@ -66,4 +60,4 @@ class Dependencies:
         return self.kube_client is None
 
 
-__all__ = ["Dependencies", "OSInterface", "RealOS", "TLSOptions"]
+__all__ = ["Dependencies", "OSInterface", "RealOS"]

@@ -38,6 +38,7 @@ from pykubelet.kubelet.getters import plugins_dir, pod_dir, pods_dir
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
 from pykubelet.kubelet.runtime_state import RuntimeState
+from pykubelet.kubelet.server_host import KubeletServerHost
 from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
 from pykubelet.lifecycle.handlers import HandlerRunner
@@ -49,6 +50,7 @@ from pykubelet.prober.results import ResultsManager, ResultUpdate
 from pykubelet.sources.file import StaticPodFileSource
 from pykubelet.sources.http import StaticPodURLSource
 from pykubelet.sources.podconfig import PodConfig
+from pykubelet.stats import StatsProvider
 from pykubelet.status import ReasonCache, StatusManager
 from pykubelet.util import klog
 from pykubelet.util.supervisor import Supervisor
@@ -166,16 +168,20 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         runtime, status_manager, reason_cache, runtime_state, probe_manager)
     pod_workers = PodWorkers(syncer, cache, resync_interval=seconds(config.sync_frequency),
                              backoff_period=POD_WORKER_BACKOFF)
+    pod_manager = PodManager()
+    metrics.set_node_name(node_name)
     return Kubelet(
         KubeletOptions(node_name=node_name, root_dir=flags.root_dir,
                        pod_logs_dir=config.pod_logs_dir, host_ip=host_ip,
                        max_pods=config.max_pods, sync_frequency=seconds(config.sync_frequency)),
         deps=deps, supervisor=supervisor, runtime=runtime, cache=cache, pleg=pleg,
-        pod_manager=PodManager(), status_manager=status_manager, reason_cache=reason_cache,
+        pod_manager=pod_manager, status_manager=status_manager, reason_cache=reason_cache,
         runtime_state=runtime_state, probe_manager=probe_manager, pod_workers=pod_workers,
         sources_ready=pod_config.sources_ready,
         sync_loop_monitor=SyncLoopMonitor(
-            threshold=max(2 * seconds(config.sync_frequency), 300.0)))
+            threshold=max(2 * seconds(config.sync_frequency), 300.0)),
+        stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
+                                     flags.root_dir, config.pod_logs_dir))
 
 
 class Kubelet:
@@ -187,7 +193,8 @@ class Kubelet:
                  reason_cache: ReasonCache, runtime_state: RuntimeState,
                  probe_manager: ProbeManager, pod_workers: PodWorkers,
                  sources_ready: Callable[[], bool],
-                 sync_loop_monitor: SyncLoopMonitor) -> None:
+                 sync_loop_monitor: SyncLoopMonitor,
+                 stats_provider: StatsProvider) -> None:
         self.options = options
         self.deps = deps
         self.supervisor = supervisor
@@ -202,6 +209,9 @@ class Kubelet:
         self.pod_workers = pod_workers
         self.sources_ready = sources_ready
         self.sync_loop_monitor = sync_loop_monitor
+        # What the kubelet API serves: resource usage, and the host side of its handlers.
+        self.stats_provider = stats_provider
+        self.server_host = KubeletServerHost(pod_manager, status_manager, runtime, self.get_pods)
 
     # -- start-up (upstream Kubelet.Run and initializeModules) -------------------
 
@@ -407,6 +417,15 @@ class Kubelet:
     def get_pods(self) -> list[V1Pod]:
         """Desired pods with their latest API status (the read-only ``/pods``)."""
         return [self.status_manager.pod_with_status(pod) for pod in self.pod_manager.get_pods()]
+
+    def container_images(self) -> dict[str, str]:
+        """``<pod uid>/<container>`` -> image, for the ``image`` label of cAdvisor series."""
+        images: dict[str, str] = {}
+        for pod in self.pod_manager.get_pods():
+            spec = pod.spec
+            for container in [*(spec.init_containers or []), *(spec.containers or [])]:
+                images[f"{pod_uid(pod)}/{container.name}"] = container.image or ""
+        return images
 
 
 def _still_running(pod: Pod) -> bool:

@@ -520,7 +520,11 @@ class KubeGenericRuntimeManager:
         path = response.status.log_path
         if not path:
             raise FileNotFoundError(f"container {container_id} has no log file")
-        await read_logs(path, container_id.id, options, self.runtime_service, stdout, stderr)
+        try:
+            await read_logs(path, container_id.id, options, self.runtime_service, stdout,
+                            stderr)
+        except FileNotFoundError as err:
+            raise FileNotFoundError(f'failed to open log file "{path}": {err.strerror}') from err
 
     async def get_exec(self, container_id: ContainerID, cmd: Sequence[str], *, stdin: bool,
                        stdout: bool, stderr: bool, tty: bool) -> str:

@@ -288,8 +288,7 @@ def exposition(sources: Iterable[CollectorRegistry | Collector | Iterable[Metric
     """The Prometheus text format (0.0.4) of registries (or families), Go client style."""
     lines: list[str] = []
     for source in sources:
-        families = source.collect() if isinstance(source, CollectorRegistry | Collector) \
-            else source
+        families = source.collect() if hasattr(source, "collect") else source
         for family in families:
             name = family.name
             samples = [s for s in family.samples if not s.name.endswith("_created")]

@@ -1,8 +1,12 @@
 """The kubelet's HTTP endpoints (upstream ``pkg/kubelet/server``).
 
-``healthz`` serves the component health contract shared by all Kubernetes
-binaries; ``readonly`` serves the unauthenticated read-only port (``/pods``
-plus the health endpoints) and owns socket binding for every server.
+``server`` builds the kubelet API: the authenticated HTTPS server on
+``port`` (10250) and the unauthenticated read-only one, with their
+handlers; ``auth`` decides who may call it, ``tls`` provides its
+certificate, ``streaming`` proxies exec/attach/port-forward to the runtime,
+``containerlogs`` and ``systemlogs`` serve logs, ``healthz`` the component
+health contract (also served alone on ``healthzPort``), and ``readonly``
+the ``PodList`` encoding and socket binding shared by all of them.
 """
 
 from pykubelet.server.healthz import HealthChecker, PingCheck, healthz_routes
@@ -10,7 +14,6 @@ from pykubelet.server.readonly import (
     PodProvider,
     ServerBindError,
     encode_pod_list,
-    readonly_routes,
     start_http_server,
 )
 
@@ -21,6 +24,5 @@ __all__ = [
     "ServerBindError",
     "encode_pod_list",
     "healthz_routes",
-    "readonly_routes",
     "start_http_server",
 ]

@@ -43,6 +43,16 @@ class PingCheck:
         return None
 
 
+@dataclass(frozen=True)
+class LogCheck:
+    """Upstream's ``log`` check: logging is not wedged (a write to the log succeeded)."""
+
+    name: str = "log"
+
+    def check(self) -> str | None:
+        return None
+
+
 def _text(body: str, status: int = 200) -> web.Response:
     return web.Response(text=body, status=status, content_type="text/plain", charset="utf-8",
                         headers=_HEADERS)

@@ -1,15 +1,15 @@
-"""The kubelet's read-only HTTP port (upstream ``server.go``, ``--read-only-port``).
+"""``/pods`` as a v1 ``PodList``, and the one place that binds the kubelet's sockets.
 
 Tools such as ``curl localhost:10255/pods`` and monitoring agents read the
-pods a node runs, with their live statuses, as a v1 ``PodList``; the port
-also carries the health endpoints. Nothing here changes state, which is why
-it may be served without authentication. ``start_http_server`` is the one
-place that binds sockets, shared with any later server.
+pods a node runs, with their live statuses, as a v1 ``PodList``;
+``encode_pod_list`` is that document for both the read-only and the
+authenticated server (``pykubelet.server.server``). ``start_http_server``
+binds every server: healthz, read-only, and the HTTPS kubelet API.
 """
 
 from __future__ import annotations
 
-import json
+import ssl
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -17,7 +17,6 @@ from aiohttp import web
 from kubernetes_asyncio.client import V1Pod
 
 from pykubelet.api import to_dict
-from pykubelet.server.healthz import HealthChecker, healthz_routes
 from pykubelet.util import klog
 
 
@@ -37,25 +36,25 @@ def encode_pod_list(pods: Sequence[V1Pod]) -> dict[str, Any]:
             "items": [to_dict(pod) for pod in pods]}
 
 
-def readonly_routes(pods: PodProvider, checks: Sequence[HealthChecker]) -> list[web.RouteDef]:
-    async def list_pods(_: web.Request) -> web.Response:
-        body = json.dumps(encode_pod_list(pods.get_pods()))
-        return web.Response(text=body, content_type="application/json")
-
-    return [web.get("/pods", list_pods), web.get("/pods/", list_pods), *healthz_routes(checks)]
-
-
 async def start_http_server(host: str, port: int,
-                            routes: Iterable[web.RouteDef]) -> web.AppRunner:
-    """Serve ``routes`` on ``host:port``; the caller stops it with ``await runner.cleanup()``."""
-    app = web.Application()
-    app.add_routes(list(routes))
+                            routes: Iterable[web.RouteDef] | web.Application,
+                            ssl_context: ssl.SSLContext | None = None) -> web.AppRunner:
+    """Serve ``routes`` (or an application) on ``host:port``; stop with ``runner.cleanup()``.
+
+    A client that disconnects cancels its handler, which is what releases a
+    followed log or a proxied exec stream at once.
+    """
+    if isinstance(routes, web.Application):
+        app = routes
+    else:
+        app = web.Application()
+        app.add_routes(list(routes))
     # Access logs would flood the kubelet log with probe and scrape traffic.
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        await web.TCPSite(runner, host, port).start()
+        await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
     except OSError as err:
         await runner.cleanup()
         raise ServerBindError(err.errno, f"failed to listen on {address}: "

@@ -24,7 +24,9 @@ below it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +51,7 @@ from pykubelet.server.containerlogs import (
 )
 from pykubelet.server.healthz import HealthChecker, healthz_routes
 from pykubelet.server.profiling import PPROF_PATH, profiling_routes
-from pykubelet.server.readonly import encode_pod_list
+from pykubelet.server.readonly import encode_pod_list, start_http_server
 from pykubelet.server.streaming import (
     StreamOptions,
     StreamOptionsError,
@@ -421,13 +423,18 @@ class KubeletAPIServer:
             await self.host.get_container_logs(
                 container_id, _cri_log_options(options), write if want_stdout else None,
                 write if want_stderr else None)
-        except (ConnectionError, OSError) as err:
-            klog.v(2).info("Container logs stream ended", err=err, pod=f"{namespace}/{pod_name}",
-                           container=container_name)
+        except ConnectionError as err:
+            klog.v(2).info("Container logs client went away", err=err,
+                           pod=f"{namespace}/{pod_name}", container=container_name)
+            return response
         except Exception as err:
+            # The status line is sent already: like upstream, the error ends the body.
             klog.error("Failed to stream container logs", err, pod=f"{namespace}/{pod_name}",
                        container=container_name)
-        await response.write_eof()
+            with contextlib.suppress(ConnectionError):
+                await response.write(str(err).encode())
+        with contextlib.suppress(ConnectionError):
+            await response.write_eof()
         return response
 
     async def _exec(self, request: web.Request) -> web.StreamResponse:
@@ -514,7 +521,7 @@ def _scrape(sources: Sequence[MetricSource]) -> Callable[[web.Request],
     async def scrape(_: web.Request) -> web.Response:
         collected: list[Registry | list[Metric]] = []
         for source in sources:
-            if isinstance(source, CollectorRegistry | Collector):
+            if hasattr(source, "collect"):
                 collected.append(source)
             else:
                 collected.append(await source())
@@ -550,40 +557,18 @@ async def _set_verbosity(request: web.Request) -> web.Response:
                         content_type="text/plain")
 
 
-async def start_server(app: web.Application, host: str, port: int,
-                       ssl_context: Any | None = None) -> web.AppRunner:
-    """Serve ``app`` on ``host:port``; stop it with ``await runner.cleanup()``.
-
-    Client disconnects cancel their handler, which is what releases a
-    followed log or a proxied stream at once.
-    """
-    from pykubelet.server.readonly import ServerBindError
-
-    # Access logs would flood the kubelet log with probe and scrape traffic.
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-    await runner.setup()
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
-    except OSError as err:
-        await runner.cleanup()
-        raise ServerBindError(err.errno, f"failed to listen on {address}: "
-                                         f"{err.strerror or err}") from err
-    return runner
-
-
 async def listen_and_serve(server: KubeletAPIServer, address: str, port: int,
-                           ssl_context: Any | None) -> web.AppRunner:
+                           ssl_context: ssl.SSLContext | None) -> web.AppRunner:
     """Upstream ``ListenAndServeKubeletServer``: the authenticated server, HTTPS."""
     klog.info("Starting to listen", address=address, port=port)
-    return await start_server(server.application(), address, port, ssl_context)
+    return await start_http_server(address, port, server.application(), ssl_context)
 
 
 async def listen_and_serve_read_only(server: KubeletAPIServer, address: str,
                                      port: int) -> web.AppRunner:
     """Upstream ``ListenAndServeKubeletReadOnlyServer``: no authentication, plain HTTP."""
     klog.info("Starting to listen read-only", address=address, port=port)
-    return await start_server(server.application(), address, port)
+    return await start_http_server(address, port, server.application())
 
 
 def metric_paths(kubelet: Iterable[MetricSource], cadvisor: Iterable[MetricSource],
@@ -604,7 +589,6 @@ __all__ = [
     "listen_and_serve",
     "listen_and_serve_read_only",
     "metric_paths",
-    "start_server",
     "text_error",
     "url_root_path",
 ]

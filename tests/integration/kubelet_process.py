@@ -47,12 +47,18 @@ class KubeletProcess:
         self.logs_dir = base / "pod-logs"
         self.log_file = base / "kubelet.log"
         self.read_only_port, self.healthz_port = ports or (free_port(), free_port())
+        self.port = free_port()
+        self.cert_dir = base / "pki"
         self.manifests.mkdir(parents=True, exist_ok=True)
         config: dict[str, Any] = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
             "address": "127.0.0.1",
             "readOnlyPort": self.read_only_port,
+            # The kubelet API on its own port; standalone, so no webhooks (no API server).
+            "port": self.port,
+            "authentication": {"webhook": {"enabled": False}},
+            "authorization": {"mode": "AlwaysAllow"},
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": self.healthz_port,
             "staticPodPath": str(self.manifests),
@@ -73,7 +79,8 @@ class KubeletProcess:
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pykubelet", "--config", str(self.config_path),
-             "--root-dir", str(self.root), "--hostname-override", NODE_NAME,
+             "--root-dir", str(self.root), "--cert-dir", str(self.cert_dir),
+             "--hostname-override", NODE_NAME,
              "--node-ip", "127.0.0.1", "--v=4", *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()

@@ -1,4 +1,4 @@
-"""The read-only port: ``/pods`` as a v1 PodList, health endpoints, socket binding."""
+"""The read-only port: ``/pods`` as a v1 PodList, health endpoints, debug paths off, binding."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from kubernetes_asyncio.client import V1Pod
 
 from pykubelet.api import pod_from_dict
 from pykubelet.container import ContainerState
-from pykubelet.server.readonly import ServerBindError, readonly_routes, start_http_server
+from pykubelet.server.readonly import ServerBindError, start_http_server
+from pykubelet.server.server import KubeletAPIServer, ServerOptions
 from pykubelet.status.manager import StatusManager
 from tests.unit.test_status_generate import generate, instance, make_pod, runtime
 
@@ -34,9 +35,9 @@ async def client() -> AsyncIterator[TestClient]:
     pod = make_pod(restart_policy="Never")
     manager = StatusManager()
     manager.set_pod_status(pod, generate(pod, runtime(instance("app", ContainerState.RUNNING))))
-    app = web.Application()
-    app.add_routes(readonly_routes(ManagedPods([pod], manager), checks=[]))
-    test_client = TestClient(TestServer(app))
+    server = KubeletAPIServer(ManagedPods([pod], manager), checks=[],  # type: ignore[arg-type]
+                              options=ServerOptions())
+    test_client = TestClient(TestServer(server.application()))
     await test_client.start_server()
     yield test_client
     await test_client.close()
@@ -59,6 +60,20 @@ async def test_pods_endpoint_returns_a_pod_list_with_statuses(client: TestClient
 async def test_read_only_port_serves_health(client: TestClient) -> None:
     response = await client.get("/healthz")
     assert (response.status, await response.text()) == (200, "ok")
+
+
+@pytest.mark.parametrize("path", ["/exec/default/web/app?command=ls&stdout=1",
+                                  "/containerLogs/default/web/app", "/runningpods/",
+                                  "/logs/", "/run/default/web/app", "/portForward/default/web"])
+async def test_read_only_port_refuses_debugging_endpoints(client: TestClient, path: str) -> None:
+    response = await client.post(path) if path.startswith("/run") else await client.get(path)
+    assert response.status == 405
+    assert await response.text() == "Debug endpoints are disabled.\n"
+
+
+async def test_read_only_port_has_no_configz(client: TestClient) -> None:
+    response = await client.get("/configz")
+    assert response.status == 404
 
 
 async def test_start_http_server_serves_and_reports_busy_address() -> None:
