@@ -1,0 +1,152 @@
+"""The kubelet API's serving certificate and TLS settings (``initialize_tls``)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import ssl
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from pykubelet.server import tls
+from pykubelet.server.tls import TLSConfigError, TLSOptions, initialize_tls
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _init(cert_dir: Path, **overrides: object) -> TLSOptions:
+    args: dict[str, object] = dict(
+        cert_dir=str(cert_dir), host_name="node-1", tls_cert_file="", tls_private_key_file="",
+        tls_min_version="", tls_cipher_suites=[], client_ca_file="",
+        alternate_ips=["10.0.0.7", "127.0.0.1"])
+    args.update(overrides)
+    return initialize_tls(**args)  # type: ignore[arg-type]
+
+
+def test_self_signed_pair_is_a_ca_and_a_serving_cert_with_the_node_names(tmp_path: Path) -> None:
+    options = _init(tmp_path / "pki")
+    assert options.cert_file == str(tmp_path / "pki" / "kubelet.crt")
+    assert options.key_file == str(tmp_path / "pki" / "kubelet.key")
+    assert (tmp_path / "pki" / "kubelet.key").stat().st_mode & 0o777 == 0o600
+
+    serving, ca = x509.load_pem_x509_certificates(Path(options.cert_file).read_bytes())
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert serving.issuer == ca.subject
+    assert ca.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value.startswith(
+        "node-1-ca@")
+    usages = serving.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usages
+    names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert set(names.get_values_for_type(x509.DNSName)) == {"node-1", "localhost"}
+    assert set(names.get_values_for_type(x509.IPAddress)) == {
+        ipaddress.ip_address("10.0.0.7"), ipaddress.ip_address("127.0.0.1")}
+    # Valid from an hour ago (clock skew) for a year.
+    now = datetime.datetime.now(datetime.UTC)
+    assert now - datetime.timedelta(minutes=65) < serving.not_valid_before_utc < now
+    assert serving.not_valid_after_utc - serving.not_valid_before_utc == datetime.timedelta(
+        days=365)
+
+
+def test_a_usable_pair_is_reused_and_a_broken_one_replaced(tmp_path: Path) -> None:
+    first = _init(tmp_path)
+    original = Path(first.cert_file).read_bytes()
+    _init(tmp_path)
+    assert Path(first.cert_file).read_bytes() == original
+
+    Path(first.key_file).write_text("garbage")
+    _init(tmp_path)
+    assert Path(first.cert_file).read_bytes() != original
+    assert tls.usable_cert_and_key(first.cert_file, first.key_file) is None
+
+
+def test_expired_pair_is_regenerated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=800)
+    monkeypatch.setattr(tls, "_now", lambda: past)
+    options = _init(tmp_path)
+    monkeypatch.undo()
+    assert "expired" in (tls.usable_cert_and_key(options.cert_file, options.key_file) or "")
+    _init(tmp_path)
+    assert tls.usable_cert_and_key(options.cert_file, options.key_file) is None
+
+
+def test_operator_files_are_used_as_given(tmp_path: Path) -> None:
+    options = _init(tmp_path / "unused", tls_cert_file="/etc/k/serving.crt",
+                    tls_private_key_file="/etc/k/serving.key")
+    assert (options.cert_file, options.key_file) == ("/etc/k/serving.crt", "/etc/k/serving.key")
+    assert not (tmp_path / "unused").exists()
+
+
+def test_server_tls_bootstrap_generates_nothing(tmp_path: Path) -> None:
+    _init(tmp_path / "pki", server_tls_bootstrap=True)
+    assert not (tmp_path / "pki").exists()
+
+
+def test_unknown_cipher_suite_and_version_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(TLSConfigError, match=r"tlsCipherSuites.*TLS_BOGUS"):
+        _init(tmp_path, tls_cipher_suites=["TLS_BOGUS"])
+    with pytest.raises(TLSConfigError, match="tlsMinVersion"):
+        _init(tmp_path, tls_min_version="VersionTLS99")
+    with pytest.raises(TLSConfigError, match="clientCAFile"):
+        _init(tmp_path, client_ca_file=str(tmp_path / "missing-ca.crt"))
+
+
+def test_go_names_map_to_openssl_ones() -> None:
+    assert tls.check_cipher_suites(["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                                    "TLS_AES_128_GCM_SHA256"]) == ["ECDHE-RSA-AES128-GCM-SHA256"]
+
+
+async def _handshake(options: TLSOptions, client: ssl.SSLContext) -> str:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"ok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=options.ssl_context())
+    port = server.sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
+        version = writer.get_extra_info("ssl_object").version()
+        assert await reader.read() == b"ok"
+        writer.close()
+        return str(version)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def _client(options: TLSOptions) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=options.cert_file)
+    context.check_hostname = True
+    return context
+
+
+async def test_the_self_signed_certificate_verifies_for_localhost(tmp_path: Path) -> None:
+    options = _init(tmp_path)
+    client = _client(options)
+    # The CA in the chain is what a client pins; the serving cert names 127.0.0.1.
+    assert await _handshake(options, client) in ("TLSv1.2", "TLSv1.3")
+
+
+async def test_min_version_is_enforced(tmp_path: Path) -> None:
+    options = _init(tmp_path, tls_min_version="VersionTLS13")
+    old_client = _client(options)
+    old_client.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises((ssl.SSLError, ConnectionResetError)):
+        await _handshake(options, old_client)
+    assert await _handshake(options, _client(options)) == "TLSv1.3"
+
+
+async def test_cipher_suites_restrict_tls12(tmp_path: Path) -> None:
+    options = _init(tmp_path, tls_cipher_suites=["TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"])
+    client = _client(options)
+    client.maximum_version = ssl.TLSVersion.TLSv1_2
+    client.set_ciphers("ECDHE-RSA-AES128-GCM-SHA256")
+    with pytest.raises((ssl.SSLError, ConnectionResetError)):
+        await _handshake(options, client)
+    client = _client(options)
+    client.maximum_version = ssl.TLSVersion.TLSv1_2
+    assert await _handshake(options, client) == "TLSv1.2"
