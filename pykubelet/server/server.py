@@ -60,6 +60,7 @@ from pykubelet.server.streaming import (
     stream_options,
 )
 from pykubelet.server.systemlogs import DEFAULT_NODE_LOG_DIR, system_log_handler
+from pykubelet.server.translator import translate, wants_v5
 from pykubelet.util import klog
 
 SERVER_TYPE_READONLY: Final = "readonly"
@@ -451,6 +452,8 @@ class KubeletAPIServer:
                                            request.match_info["container"], command, options)
         except StreamingError as err:
             return text_error(err.status, str(err))
+        if wants_v5(request):
+            return await translate(request, url, options)
         return await proxy_upgrade(request, url)
 
     async def _attach(self, request: web.Request) -> web.StreamResponse:
@@ -466,6 +469,8 @@ class KubeletAPIServer:
                                              request.match_info["container"], options)
         except StreamingError as err:
             return text_error(err.status, str(err))
+        if wants_v5(request):
+            return await translate(request, url, options)
         return await proxy_upgrade(request, url)
 
     async def _port_forward(self, request: web.Request) -> web.StreamResponse:

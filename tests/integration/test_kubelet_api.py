@@ -231,6 +231,37 @@ async def test_exec_over_websocket_v4_returns_output_and_exit_code(
     assert status["details"]["causes"][0] == {"reason": "ExitCode", "message": "7"}
 
 
+async def test_exec_over_websocket_v5_closes_stdin_and_reports_the_exit_code(
+        node: Node, session: aiohttp.ClientSession) -> None:
+    # containerd does not speak v5: the kubelet translates it to the runtime's SPDY streams.
+    path = _exec_path(TALKER, "c", "sh", "-c", "cat; echo done; echo warn >&2; exit 4",
+                      stdin=True)
+    frames: dict[int, bytes] = {}
+    async with session.ws_connect(node.url + path,
+                                  protocols=["v5.channel.k8s.io", "v4.channel.k8s.io"],
+                                  ssl=node.ssl(node.admin)) as ws:
+        assert ws.protocol == "v5.channel.k8s.io"
+        await ws.send_bytes(b"\x00hello\n")
+        await ws.send_bytes(b"\xff\x00")  # close stdin: cat ends
+        async for message in ws:
+            frames[message.data[0]] = frames.get(message.data[0], b"") + message.data[1:]
+    assert frames[1] == b"hello\ndone\n"
+    assert frames[2] == b"warn\n"
+    status = json.loads(frames[3])
+    assert status["reason"] == "NonZeroExitCode"
+    assert status["details"]["causes"][0]["message"] == "4"
+
+
+async def test_exec_over_websocket_v5_success_status(node: Node,
+                                                     session: aiohttp.ClientSession) -> None:
+    async with session.ws_connect(node.url + _exec_path(HTTPD, "web", "cat", "/www/index.html"),
+                                  protocols=["v5.channel.k8s.io"],
+                                  ssl=node.ssl(node.admin)) as ws:
+        frames = [message.data async for message in ws]
+    assert b"\x01hello-from-httpd\n" in frames
+    assert json.loads(frames[-1][1:])["status"] == "Success"
+
+
 async def test_exec_client_going_away_releases_the_stream(
         node: Node, session: aiohttp.ClientSession) -> None:
     pod = node.kubelet.container_status("talker", "c")
