@@ -42,6 +42,7 @@ from pykubelet.events import NORMAL, LoggingRecorder
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.kubelet import Kubelet, make_pod_source_config, new_main_kubelet, seconds
 from pykubelet.metrics import KUBELET_REGISTRY
+from pykubelet.metrics.restclient import instrument_api_client
 from pykubelet.prober.metrics import PROBER_REGISTRY
 from pykubelet.server.auth import KubeletAuth, build_auth
 from pykubelet.server.healthz import HealthChecker, LogCheck, healthz_routes
@@ -138,6 +139,8 @@ async def run(server: KubeletServer, deps: Dependencies, stopping: asyncio.Event
             # The API clients (main, events, heartbeat) are built here in cluster mode.
             klog.warning("Cluster mode is not available yet; running standalone",
                          kubeconfig=server.flags.kubeconfig)
+        for client in (deps.kube_client, deps.heartbeat_client, deps.event_client):
+            instrument_api_client(client)
         if deps.auth is None and server.config.enable_server:
             with startup_step("building the kubelet server's authentication"):
                 deps.auth = build_auth_for(server, get_node_name(server), deps.kube_client)
