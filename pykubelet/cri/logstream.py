@@ -25,7 +25,6 @@ the event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -36,10 +35,14 @@ from typing import BinaryIO, Final, Protocol
 from cri_api.v1 import api_pb2
 
 from pykubelet.cri.logfile import (
-    LogLine,
+    STDERR,
+    STDOUT,
+    Stream,
     format_timestamp_fixed,
-    parse_log_line,
+    output_of_records,
+    split_record,
     tail_start,
+    timestamp_unix_nanos,
 )
 from pykubelet.util import klog
 
@@ -98,56 +101,88 @@ class _LimitReached(Exception):
     pass
 
 
+Record = tuple[bytes, Stream, bool, bytes]  # timestamp, stream, partial, content
+
+
 class _Output:
-    """Turns records into output bytes, batching writes per stream and applying the limits."""
+    """Turns records into output bytes, one write per stream run, applying the options."""
 
     def __init__(self, options: LogOptions, stdout: Writer | None,
                  stderr: Writer | None) -> None:
         self._options = options
-        self._writers = {"stdout": stdout, "stderr": stderr}
+        self._writers = {STDOUT: stdout, STDERR: stderr}
         self._remaining = options.limit_bytes if options.limit_bytes >= 0 else -1
-        self._pending: list[bytes] = []
-        self._pending_writer: Writer | None = None
-        self._pending_size = 0
         # Whether the next record starts a new line of output (for timestamps).
         self._at_line_start = True
 
-    async def add(self, record: LogLine) -> None:
+    def _keep(self, record: Record) -> bool:
+        if not self._options.since_nanos:
+            return True
+        try:
+            return timestamp_unix_nanos(record[0].decode()) >= self._options.since_nanos
+        except ValueError as err:
+            klog.error("Failed when parsing line in log file", err)
+            return False
+
+    @property
+    def bulk(self) -> bool:
+        """Whether whole blocks can be copied (one writer, no per-record options)."""
         options = self._options
-        if options.since_nanos and record.unix_nanos < options.since_nanos:
-            return
-        data = record.output
-        if options.timestamps and self._at_line_start:
-            data = format_timestamp_fixed(record.timestamp).encode() + b" " + data
-        self._at_line_start = not record.partial or not record.content
-        writer = self._writers[record.stream]
-        if writer is None:
-            return
+        stdout, stderr = self._writers[STDOUT], self._writers[STDERR]
+        return (stdout is not None and stdout is stderr and not options.timestamps
+                and not options.since_nanos)
+
+    async def add_bulk(self, data: bytes) -> None:
+        """Output already reassembled by ``output_of_records``."""
+        writer = self._writers[STDOUT]
+        assert writer is not None
+        if data:
+            # Partial records are joined within the block; the state carries over.
+            self._at_line_start = data.endswith(b"\n")
+            await self._write(writer, [data], len(data))
+
+    async def add(self, records: list[Record]) -> None:
+        """Write a block of records; ``_LimitReached`` once ``limit_bytes`` are out."""
+        options = self._options
+        pieces: list[bytes] = []
+        writer: Writer | None = None
+        size = 0
+        for record in records:
+            if options.since_nanos and not self._keep(record):
+                continue
+            timestamp, stream, partial, content = record
+            target = self._writers[stream]
+            if target is not writer:
+                if pieces and writer is not None:
+                    await self._write(writer, pieces, size)
+                pieces, size, writer = [], 0, target
+            if options.timestamps and self._at_line_start:
+                prefix = format_timestamp_fixed(timestamp.decode()).encode() + b" "
+                if target is not None:
+                    pieces.append(prefix)
+                    size += len(prefix)
+            self._at_line_start = not partial or not content
+            if target is None:
+                continue
+            pieces.append(content)
+            size += len(content)
+            if not partial:
+                pieces.append(b"\n")
+                size += 1
+            if 0 <= self._remaining <= size:
+                break
+        if pieces and writer is not None:
+            await self._write(writer, pieces, size)
+
+    async def _write(self, writer: Writer, pieces: list[bytes], size: int) -> None:
+        data = b"".join(pieces)
         if self._remaining >= 0:
-            if len(data) >= self._remaining:
-                data = data[:self._remaining]
+            if size >= self._remaining:
+                await writer(data[:self._remaining])
                 self._remaining = 0
-                await self._queue(writer, data)
-                await self.flush()
                 raise _LimitReached
-            self._remaining -= len(data)
-        await self._queue(writer, data)
-
-    async def _queue(self, writer: Writer, data: bytes) -> None:
-        if writer is not self._pending_writer:
-            await self.flush()
-            self._pending_writer = writer
-        self._pending.append(data)
-        self._pending_size += len(data)
-        if self._pending_size >= READ_BLOCK:
-            await self.flush()
-
-    async def flush(self) -> None:
-        if self._pending and self._pending_writer is not None:
-            data = b"".join(self._pending)
-            self._pending.clear()
-            self._pending_size = 0
-            await self._pending_writer(data)
+            self._remaining -= size
+        await writer(data)
 
 
 def _open(path: str) -> tuple[BinaryIO, int]:
@@ -211,6 +246,20 @@ async def read_logs(path: str, container_id: str, options: LogOptions,
         file.close()
 
 
+def _records(lines: list[bytes], path: str) -> list[Record]:
+    records: list[Record] = []
+    for raw in lines:
+        if not raw:
+            continue
+        record = split_record(raw)
+        if record is None:
+            klog.error("Failed when parsing line in log file",
+                       f"malformed CRI log line {raw[:80]!r}", path=path)
+            continue
+        records.append(record)
+    return records
+
+
 async def _stream(path: str, file: BinaryIO, inode: int, container_id: str,
                   options: LogOptions, runtime: ContainerStatusSource | None,
                   output: _Output) -> None:
@@ -224,47 +273,44 @@ async def _stream(path: str, file: BinaryIO, inode: int, container_id: str,
                 return
             block = await asyncio.to_thread(file.read, READ_BLOCK)
             if block:
-                lines = (pending + block).split(b"\n")
-                pending = lines.pop()
-                if len(pending) > MAX_RECORD_BYTES:
-                    lines.append(pending)
-                    pending = b""
-                for raw in lines:
-                    if limited and remaining_records <= 0:
-                        return
-                    if not raw:
+                data = pending + block
+                cut = data.rfind(b"\n") + 1
+                if cut == 0 and len(data) > MAX_RECORD_BYTES:
+                    cut = len(data)  # a runaway record is handled as if it ended here
+                whole, pending = data[:cut], data[cut:]
+                if output.bulk and not limited and whole.endswith(b"\n"):
+                    reassembled = output_of_records(whole)
+                    if reassembled is not None:
+                        await output.add_bulk(reassembled)
                         continue
-                    try:
-                        record = parse_log_line(raw)
-                    except ValueError as err:
-                        klog.error("Failed when parsing line in log file", err, path=path)
-                        continue
-                    await output.add(record)
-                    if limited:
-                        remaining_records -= 1
+                lines = whole.split(b"\n")
+                if lines and not lines[-1]:
+                    lines.pop()
+                if limited:
+                    lines = lines[:remaining_records]
+                records = _records(lines, path)
+                if limited:
+                    # Malformed lines count among the last lines, as upstream's tail.
+                    remaining_records -= len(lines)
+                await output.add(records)
                 continue
 
             # End of the file as it is now.
-            await output.flush()
             if not options.follow:
                 if pending.strip():
                     klog.info("Incomplete line in log file", path=path)
-                    with contextlib.suppress(ValueError):
-                        await output.add(parse_log_line(pending))
+                    await output.add(_records([pending], path))
                 return
             now = time.monotonic()
             if now - last_running_check >= FORCE_CHECK_PERIOD:
                 last_running_check = now
                 if runtime is None or not await _is_running(runtime, container_id):
                     # Read once more: the container may have written just before exiting.
-                    tail = await asyncio.to_thread(file.read)
-                    if tail:
-                        lines = (pending + tail).split(b"\n")
+                    rest = await asyncio.to_thread(file.read)
+                    if rest:
+                        lines = (pending + rest).split(b"\n")
                         pending = lines.pop()
-                        for raw in lines:
-                            if raw:
-                                with contextlib.suppress(ValueError):
-                                    await output.add(parse_log_line(raw))
+                        await output.add(_records(lines, path))
                     return
             if await _wait_for_change(path, file, inode):
                 try:
@@ -275,7 +321,6 @@ async def _stream(path: str, file: BinaryIO, inode: int, container_id: str,
                 file, inode = new_file, new_inode
                 pending = b""
     finally:
-        await output.flush()
         file.close()
 
 

@@ -191,3 +191,21 @@ async def test_a_slow_reader_bounds_what_is_read_ahead(tmp_path: Path) -> None:
 async def test_missing_file_is_an_os_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         await read(tmp_path / "nope.log", LogOptions())
+
+
+async def test_one_writer_for_both_streams_gives_the_same_bytes(log_file: Path,
+                                                                tmp_path: Path) -> None:
+    """The bulk path (kubectl logs without options) matches the per-record one exactly."""
+    clean = tmp_path / "clean.log"
+    clean.write_text("\n".join(r for r in RECORDS if not r.startswith("not")) + "\n")
+    for path in (log_file, clean):
+        both = bytearray()
+
+        async def write(data: bytes, sink: bytearray = both) -> None:
+            sink += data
+
+        await read_logs(str(path), "cid", LogOptions(), None, write, write)
+        assert bytes(both) == b"first\noops\nhalf line\nzoned\nlast\n"
+        both.clear()
+        await read_logs(str(path), "cid", LogOptions(limit_bytes=12), None, write, write)
+        assert bytes(both) == b"first\noops\nh"
