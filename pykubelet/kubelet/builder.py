@@ -89,8 +89,6 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         config.image_service_endpoint or config.container_runtime_endpoint, request_timeout)
     version = await runtime_service.connect()
     await image_service.connect()
-    klog.info("Container runtime initialized", containerRuntime=version.runtime_name,
-              version=version.runtime_version, apiVersion=version.runtime_api_version)
 
     # Probe verdicts: liveness and startup steer the runtime manager (kill and
     # restart), readiness and startup shape the pod status.
@@ -178,6 +176,7 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         readiness_updates=readiness.updates(),
         startup_updates=startup.updates(),
         runtime_errors=runtime_state.runtime_errors,
+        runtime_starting=runtime_state.starting_up,
         pod_by_uid=pod_manager.get_pod_by_uid,
         pods_to_sync=kubelet.pods_to_sync,
         sources_ready=pod_config.sources_ready,
