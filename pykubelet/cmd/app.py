@@ -21,7 +21,6 @@ from pykubelet.cmd.options import (
     KubeletServer,
     parse_command_line,
 )
-from pykubelet.config import fields_not_acted_on
 from pykubelet.util import klog
 from pykubelet.util.flock import LockContentionError, LockFile
 
@@ -71,10 +70,10 @@ async def _run(server: KubeletServer) -> int:
             print(f"pykubelet: {err}", file=sys.stderr)
             return 1
 
-    unimplemented = fields_not_acted_on(server.config_file_keys)
+    unimplemented = server.not_acted_on()
     if unimplemented:
-        klog.warning("Configuration fields accepted but not acted on by pykubelet yet",
-                     fields=",".join(sorted(unimplemented)))
+        klog.warning("Configuration fields and flags accepted but not acted on by pykubelet yet",
+                     fields=",".join(unimplemented))
 
     # Imported here so that --help, --version and --print-config stay fast and
     # do not load the runtime stack.
