@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: the linters and the whole test suite, including
 # the integration tests that start a real containerd (scripts/testbed) in a
-# temporary root. Needs root on Debian bookworm: run as another user, it runs
+# temporary root and a real Kubernetes control plane built from Debian's
+# source package. Needs root on Debian bookworm: run as another user, it runs
 # itself again through sudo. Installs what it needs: the testbed's Debian
 # packages and the project venv .venv with the test tools (scripts/setup.sh;
 # pip runs only when pyproject.toml changed). Ruff, mypy and pytest run on the
@@ -13,6 +14,9 @@ source scripts/setup.sh
 pyk_as_root "$PWD/scripts/test.sh" "$@"
 
 bash scripts/testbed/install.sh
+# The real control plane for the cluster-mode tests: built from Debian's
+# kubernetes source package on first use (minutes), cached afterwards.
+bash scripts/testbed/controlplane-build.sh >/dev/null
 pyk_venv test
 
 echo "== ruff"
