@@ -165,7 +165,7 @@ async def measure_logs(kubelet: KubeletProcess, client: Client, runtime: RemoteR
 
 async def ws_exec(session: aiohttp.ClientSession, client: Client, protocol: str) -> bytes:
     path = (f"/exec/default/logger-{NODE_NAME}/logger?command=echo&command=hi"
-            "&stdout=1&stderr=1")
+            "&output=1&error=1")
     output = b""
     async with session.ws_connect(client.url + path, protocols=[protocol],
                                   ssl=client.ssl) as ws:

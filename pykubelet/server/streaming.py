@@ -62,12 +62,20 @@ def _flag(query: Mapping[str, str], name: str) -> bool:
     return query.get(name, "") in ("1", "true", "True")
 
 
+# The query parameter names the kubelet's exec/attach take (upstream api.Exec*Param):
+# the API server turns kubectl's stdin/stdout/stderr into these.
+STDIN_PARAM: Final = "input"
+STDOUT_PARAM: Final = "output"
+STDERR_PARAM: Final = "error"
+TTY_PARAM: Final = "tty"
+
+
 def stream_options(query: Mapping[str, str]) -> StreamOptions:
-    """Parse ``stdin``/``stdout``/``stderr``/``tty`` as upstream ``NewOptions``."""
-    tty = _flag(query, "tty")
-    stdin = _flag(query, "stdin")
-    stdout = _flag(query, "stdout")
-    stderr = _flag(query, "stderr")
+    """Parse ``input``/``output``/``error``/``tty`` as upstream ``NewOptions``."""
+    tty = _flag(query, TTY_PARAM)
+    stdin = _flag(query, STDIN_PARAM)
+    stdout = _flag(query, STDOUT_PARAM)
+    stderr = _flag(query, STDERR_PARAM)
     if tty and stderr:
         # A terminal has one output stream; upstream bypasses stderr the same way.
         klog.v(4).info("Access to exec with tty and stderr is not supported, bypassing stderr")
@@ -286,6 +294,9 @@ async def _splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 
 __all__ = [
+    "STDERR_PARAM",
+    "STDIN_PARAM",
+    "STDOUT_PARAM",
     "StreamOptions",
     "StreamOptionsError",
     "is_upgrade_request",

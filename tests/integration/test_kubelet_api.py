@@ -210,8 +210,8 @@ async def test_log_path_traversal_is_refused(node: Node) -> None:
 
 def _exec_path(pod: str, container: str, *command: str, stdin: bool = False) -> str:
     query = "&".join(f"command={aiohttp.helpers.quote(part, safe='')}" for part in command)
-    return (f"/exec/default/{pod}/{container}?{query}&stdout=1&stderr=1"
-            + ("&stdin=1" if stdin else ""))
+    return (f"/exec/default/{pod}/{container}?{query}&output=1&error=1"
+            + ("&input=1" if stdin else ""))
 
 
 async def test_exec_over_websocket_v4_returns_output_and_exit_code(

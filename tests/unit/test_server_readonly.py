@@ -62,7 +62,7 @@ async def test_read_only_port_serves_health(client: TestClient) -> None:
     assert (response.status, await response.text()) == (200, "ok")
 
 
-@pytest.mark.parametrize("path", ["/exec/default/web/app?command=ls&stdout=1",
+@pytest.mark.parametrize("path", ["/exec/default/web/app?command=ls&output=1",
                                   "/containerLogs/default/web/app", "/runningpods/",
                                   "/logs/", "/run/default/web/app", "/portForward/default/web"])
 async def test_read_only_port_refuses_debugging_endpoints(client: TestClient, path: str) -> None:
