@@ -262,6 +262,19 @@ async def test_exec_over_websocket_v5_success_status(node: Node,
     assert json.loads(frames[-1][1:])["status"] == "Success"
 
 
+async def test_attach_streams_the_running_process_output(
+        node: Node, session: aiohttp.ClientSession) -> None:
+    output = b""
+    async with session.ws_connect(node.url + f"/attach/default/{TALKER}/c?output=1&error=1",
+                                  protocols=["v4.channel.k8s.io"],
+                                  ssl=node.ssl(node.admin)) as ws:
+        while output.count(b"\n") < 2:
+            message = await asyncio.wait_for(ws.receive(), 10)
+            if message.data[:1] == b"\x01":
+                output += message.data[1:]
+    assert output.startswith(b"line "), output
+
+
 async def test_exec_client_going_away_releases_the_stream(
         node: Node, session: aiohttp.ClientSession) -> None:
     pod = node.kubelet.container_status("talker", "c")
