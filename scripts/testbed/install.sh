@@ -14,6 +14,7 @@ PACKAGES=(
     gcc libc6-dev                # compile the static pause binary
     iptables iproute2            # used by the CNI plugins and by cleanup
     docker-registry skopeo       # optional: serve/inspect the test images as a registry
+    prometheus                   # scrapes the kubelet API's metrics in the tests, as in a cluster
 )
 
 die() { echo "install.sh: error: $*" >&2; exit 1; }

@@ -358,3 +358,131 @@ def test_node_stats_via_socket_is_denied_without_the_api_servers_certificate(
         tls.sendall(b"GET /stats/summary HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         answer = tls.recv(200).decode()
     assert answer.startswith("HTTP/1.1 401"), answer
+
+
+# --- Prometheus scraping the kubelet as a cluster's Prometheus does ------------------------------
+
+PROMETHEUS_JOBS = {"kubernetes-nodes": "/metrics", "kubernetes-cadvisor": "/metrics/cadvisor",
+                   "kubernetes-resource": "/metrics/resource"}
+
+
+def prometheus_config(node: str, port: int, token_file: Path) -> str:
+    """The usual kubelet jobs: HTTPS with a bearer token, the three metric paths.
+
+    Debian's Prometheus is built without Kubernetes service discovery, so the
+    node is a static target labelled as discovery would label it.
+    """
+    jobs = []
+    for job, path in PROMETHEUS_JOBS.items():
+        jobs.append({
+            "job_name": job, "scheme": "https", "metrics_path": path,
+            # Kubelets' self-signed serving certificates are not verifiable, hence
+            # insecure_skip_verify in the standard configuration too.
+            "tls_config": {"insecure_skip_verify": True},
+            "authorization": {"credentials_file": str(token_file)},
+            "static_configs": [{"targets": [f"127.0.0.1:{port}"],
+                                "labels": {"kubernetes_io_hostname": node}}],
+        })
+    return json.dumps({"global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+                       "scrape_configs": jobs})
+
+
+@pytest.fixture
+async def scraped_kubelet(control_plane: ControlPlane, testbed: Testbed,
+                          tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
+    """A kubelet API with real stats and delegated auth, advertised by a Node object."""
+    from pykubelet.cri import RemoteImageService, RemoteRuntimeService
+    from pykubelet.metrics import KUBELET_REGISTRY
+    from pykubelet.prober.metrics import PROBER_REGISTRY
+    from pykubelet.server.server import metric_paths
+    from pykubelet.stats import StatsProvider, cadvisor_metrics, resource_metrics
+
+    node = unique("scraped")
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(control_plane.node_kubeconfig(node)),
+                                  client_configuration=configuration)
+    api = client.ApiClient(configuration)
+    runtime = RemoteRuntimeService(testbed.endpoint, 30)
+    images = RemoteImageService(testbed.endpoint, 30)
+    await runtime.connect()
+    await images.connect()
+    stats = StatsProvider(runtime, images, node, str(tmp_path), str(tmp_path))
+    auth = build_auth(node, api, anonymous=False, webhook_authentication=True,
+                      token_cache_ttl=120, client_ca_file="", authorization_mode="Webhook",
+                      authorized_ttl=300, unauthorized_ttl=30, fine_grained=True)
+    tls = initialize_tls(str(tmp_path / "pki"), node, "", "", "", [], "")
+    server = KubeletAPIServer(StandInPods(), [], ServerOptions(metrics=metric_paths(  # type: ignore[arg-type]
+        [KUBELET_REGISTRY], [cadvisor_metrics(stats, None, stats.machine_info)],
+        [resource_metrics(stats)], [PROBER_REGISTRY])), stats=stats, auth=auth)
+    port = free_port()
+    runner = await start_http_server("127.0.0.1", port, server.application(), tls.ssl_context())
+    await asyncio.to_thread(control_plane.kubectl, "create", "-f", "-",
+                            input=json.dumps(node_object(node, port)))
+    try:
+        yield node, port
+    finally:
+        await asyncio.to_thread(control_plane.kubectl, "delete", "node", node,
+                                "--ignore-not-found", "--wait=false", check=False)
+        await runner.cleanup()
+        await runtime.close()
+        await images.close()
+        await api.close()
+
+
+async def test_prometheus_scrapes_the_kubelet_with_a_bearer_token(
+        control_plane: ControlPlane, scraped_kubelet: tuple[str, int], tmp_path: Path) -> None:
+    node, port = scraped_kubelet
+    account, role = unique("prometheus"), unique("prometheus")
+    plane = control_plane
+    token = await asyncio.to_thread(service_account_token, plane, account)
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    await asyncio.to_thread(plane.kubectl, "create", "clusterrole", role,
+                            "--verb=get", "--resource=nodes/metrics")
+    await asyncio.to_thread(plane.kubectl, "create", "clusterrolebinding", role,
+                            f"--clusterrole={role}", f"--serviceaccount={NAMESPACE}:{account}")
+    config_file = tmp_path / "prometheus.yml"
+    config_file.write_text(prometheus_config(node, port, token_file))
+    web_port = free_port()
+    prometheus = subprocess.Popen(
+        ["prometheus", f"--config.file={config_file}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{web_port}"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"))  # noqa: SIM115
+    api = f"http://127.0.0.1:{web_port}/api/v1"
+    try:
+        deadline = time.monotonic() + 90
+        targets: list[dict[str, Any]] = []
+        async with aiohttp.ClientSession() as session:
+            while time.monotonic() < deadline:
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with session.get(f"{api}/targets") as response:
+                        targets = (await response.json())["data"]["activeTargets"]
+                if len(targets) == 3 and all(t["health"] == "up" for t in targets):
+                    break
+                await asyncio.sleep(1)
+            assert sorted(t["labels"]["job"] for t in targets) == sorted(PROMETHEUS_JOBS), \
+                (targets, (tmp_path / "prometheus.log").read_text()[-2000:])
+            assert all(t["health"] == "up" for t in targets), targets
+
+            async def query(expression: str) -> list[dict[str, Any]]:
+                # Samples may land a scrape after the target turned healthy.
+                for _ in range(20):
+                    async with session.get(f"{api}/query",
+                                           params={"query": expression}) as response:
+                        result: list[dict[str, Any]] = (await response.json())["data"]["result"]
+                    if result:
+                        return result
+                    await asyncio.sleep(1)
+                return []
+
+            cpu = await query("node_cpu_usage_seconds_total")
+            assert cpu and float(cpu[0]["value"][1]) > 0
+            served = await query('kubelet_http_requests_total{path="metrics/resource"}')
+            assert served and float(served[0]["value"][1]) >= 1
+    finally:
+        prometheus.terminate()
+        prometheus.wait(20)
+        await asyncio.to_thread(plane.kubectl, "delete", "clusterrolebinding,clusterrole", role,
+                                "--wait=false", check=False)
+        await asyncio.to_thread(plane.kubectl, "delete", "serviceaccount", account, "-n",
+                                NAMESPACE, "--wait=false", check=False)
