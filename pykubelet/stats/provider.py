@@ -25,6 +25,7 @@ container starts has none.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import time
@@ -74,7 +75,13 @@ class StatsImages(Protocol):
 
 def format_time(seconds: float) -> str:
     """A ``metav1.Time`` in JSON: RFC 3339, whole seconds, UTC."""
-    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_whole_seconds(int(seconds))
+
+
+@functools.lru_cache(maxsize=4096)
+def _format_whole_seconds(seconds: int) -> str:
+    # A summary writes the same few instants hundreds of times.
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _value(holder: Any) -> int | None:
@@ -288,21 +295,25 @@ class StatsProvider:
             return {}
         return {s.attributes.id: s for s in listed}
 
-    async def _sandbox_network(self, sandbox_id: str) -> list[nodestats.InterfaceReading]:
-        pid = self._sandbox_pids.get(sandbox_id)
-        if pid is None:
+    async def _learn_sandbox_pids(self, sandbox_ids: list[str]) -> None:
+        """The pid of each sandbox (its network namespace), asked of the runtime once."""
+        async def learn(sandbox_id: str) -> None:
             try:
                 response = await self._runtime.pod_sandbox_status(sandbox_id, verbose=True)
                 pid = int(json.loads(response.info.get("info", "{}")).get("pid", 0))
             except Exception as err:
                 klog.v(4).info("Cannot find the network namespace of a sandbox", err=err,
                                podSandboxID=sandbox_id)
-                return []
+                return
             self._sandbox_pids[sandbox_id] = pid
+
+        await asyncio.gather(*(learn(i) for i in sandbox_ids if i not in self._sandbox_pids))
+
+    def _sandbox_interfaces(self, sandbox_id: str) -> list[nodestats.InterfaceReading]:
+        pid = self._sandbox_pids.get(sandbox_id)
         if not pid:
             return []
-        return await asyncio.to_thread(nodestats.interfaces,
-                                       os.path.join(self._proc, str(pid), "net", "dev"))
+        return nodestats.interfaces(os.path.join(self._proc, str(pid), "net", "dev"))
 
     def _container_stats(self, container: api_pb2.Container,
                          stats: api_pb2.ContainerStats | None, image_fs: nodestats.FsReading | None,
@@ -370,15 +381,31 @@ class StatsProvider:
             if uid and (uid not in newest or sandbox.created_at > newest[uid].created_at):
                 newest[uid] = sandbox
 
-        async def one_pod(uid: str, sandbox: api_pb2.PodSandbox) -> dict[str, Any]:
+        def identity(uid: str, sandbox: api_pb2.PodSandbox) -> tuple[str, str]:
             meta = sandbox.metadata
-            name = sandbox.labels.get(POD_NAME_LABEL) or meta.name
-            namespace = sandbox.labels.get(POD_NAMESPACE_LABEL) or meta.namespace
+            return (sandbox.labels.get(POD_NAME_LABEL) or meta.name,
+                    sandbox.labels.get(POD_NAMESPACE_LABEL) or meta.namespace)
+
+        # Every file the summary reads (log directories, network namespaces) in
+        # one worker-thread hop, not one per pod.
+        files: dict[str, tuple[dict[str, tuple[int, int]], list[nodestats.InterfaceReading]]] = {}
+        if not only_cpu_and_memory:
+            await self._learn_sandbox_pids([s.id for s in newest.values()])
+
+            def read_files() -> None:
+                for uid, sandbox in newest.items():
+                    name, namespace = identity(uid, sandbox)
+                    log_dir = pod_logs_directory(self._pod_logs_dir, namespace, name, uid)
+                    files[uid] = (_log_usages(log_dir, by_sandbox.get(sandbox.id, [])),
+                                  self._sandbox_interfaces(sandbox.id))
+
+            await asyncio.to_thread(read_files)
+
+        pods: list[dict[str, Any]] = []
+        for uid, sandbox in newest.items():
+            name, namespace = identity(uid, sandbox)
             members = by_sandbox.get(sandbox.id, [])
-            log_dir = pod_logs_directory(self._pod_logs_dir, namespace, name, uid)
-            log_usages: dict[str, tuple[int, int]] = {}
-            if not only_cpu_and_memory:
-                log_usages = await asyncio.to_thread(_log_usages, log_dir, members)
+            log_usages, interfaces = files.get(uid, ({}, []))
             entries = [self._container_stats(c, stats_by_id.get(c.id), image_fs, logs_fs,
                                              log_usages.get(c.id), now, only_cpu_and_memory)
                        for c in members]
@@ -389,18 +416,17 @@ class StatsProvider:
             }
             self._pod_cpu_and_memory(pod, uid, sandbox_stats.get(sandbox.id), entries, now)
             if not only_cpu_and_memory:
-                await self._pod_network_and_storage(pod, sandbox, sandbox_stats.get(sandbox.id),
-                                                    entries, logs_fs, now)
-            return pod
+                self._pod_network_and_storage(pod, sandbox_stats.get(sandbox.id), interfaces,
+                                              entries, logs_fs, now)
+            pods.append(pod)
 
-        pods = await asyncio.gather(*(one_pod(uid, s) for uid, s in newest.items()))
         live = {"node", "system/kubelet", "system/pods"}
         live.update(c.id for c in containers)
         live.update(f"pod/{uid}" for uid in newest)
         self._cpu.retain(live)
         self._sandbox_pids = {k: v for k, v in self._sandbox_pids.items()
                               if k in {s.id for s in sandboxes}}
-        return list(pods)
+        return pods
 
     def _pod_cpu_and_memory(self, pod: dict[str, Any], uid: str,
                             stats: api_pb2.PodSandboxStats | None,
@@ -431,10 +457,11 @@ class StatsProvider:
                             "majorPageFaults"):
                     pod["memory"][key] = sum(m.get(key, 0) for m in with_memory)
 
-    async def _pod_network_and_storage(self, pod: dict[str, Any], sandbox: api_pb2.PodSandbox,
-                                       stats: api_pb2.PodSandboxStats | None,
-                                       containers: list[dict[str, Any]],
-                                       logs_fs: nodestats.FsReading | None, now: float) -> None:
+    def _pod_network_and_storage(self, pod: dict[str, Any],
+                                 stats: api_pb2.PodSandboxStats | None,
+                                 interfaces: list[nodestats.InterfaceReading],
+                                 containers: list[dict[str, Any]],
+                                 logs_fs: nodestats.FsReading | None, now: float) -> None:
         stamp = format_time(now)
         linux = stats.linux if stats is not None and stats.HasField("linux") else None
         readings: list[nodestats.InterfaceReading] = []
@@ -444,7 +471,7 @@ class StatsProvider:
                 _value(i.tx_bytes) or 0, _value(i.tx_errors) or 0)
                 for i in linux.network.interfaces]
         if not readings:
-            readings = await self._sandbox_network(sandbox.id)
+            readings = interfaces
         network = _network(stamp, readings, "eth0")
         if network is not None:
             pod["network"] = network
