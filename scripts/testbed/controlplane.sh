@@ -86,7 +86,12 @@ component_pid() {
     [[ -s "$pid_file" ]] || return 1
     pid="$(cat "$pid_file")"
     [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$dir/" || return 1
+    # Read into a variable, not piped into grep -q: under pipefail, a grep that
+    # stops reading early can fail the pipeline and a live component would be
+    # taken for dead.
+    local args
+    args="$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline")" || return 1
+    [[ "$args" == *"$dir/"* ]] || return 1
     echo "$pid"
 }
 
@@ -96,7 +101,17 @@ launch() {
     local component="$1"
     shift
     setsid "$@" >>"$dir/logs/$component.log" 2>&1 </dev/null &
-    echo $! >"$dir/run/$component.pid"
+    local pid=$! waited=0
+    echo "$pid" >"$dir/run/$component.pid"
+    # Until the forked shell has exec'd the component, its command line is
+    # this script's, which component_pid would not take for the component (and
+    # wait_ready would report it as exited with an empty log). Wait for the
+    # exec, or for the process to end.
+    while kill -0 "$pid" 2>/dev/null && ! component_pid "$component" >/dev/null; do
+        ((waited < 100)) || break
+        sleep 0.05
+        waited=$((waited + 1))
+    done
 }
 
 stop_pid() {
@@ -128,7 +143,7 @@ stop_components() {
         args="$(tr '\0' '\n' 2>/dev/null <"$proc/cmdline")" || continue
         program="$(basename "$(head -n 1 <<<"$args")" 2>/dev/null)" || continue
         [[ " ${COMPONENTS[*]} " == *" $program "* ]] || continue
-        grep -qF -- "$dir/" <<<"$args" && stop_pid "$pid"
+        [[ "$args" == *"$dir/"* ]] && stop_pid "$pid"
     done
 }
 
@@ -144,6 +159,7 @@ wait_ready() {
     while true; do
         if ! component_pid "$component" >/dev/null; then
             show_log "$component"
+            [[ -s "$dir/logs/$component.log" ]] || log "$dir/logs/$component.log is empty"
             die "$component exited during start-up"
         fi
         body="$(curl -sS --max-time 5 "$@" "$url" 2>/dev/null || true)"
