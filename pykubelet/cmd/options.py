@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NoReturn, TextIO
 
 import pykubelet
+from pykubelet.api.wellknown import KUBELET_LABEL_NAMESPACES, KUBELET_LABELS
 from pykubelet.config.codec import DecodeError, configz_body, read_config_file
 from pykubelet.config.defaults import apply_legacy_flag_defaults, default_configuration
 from pykubelet.config.errors import ConfigurationError
@@ -67,22 +68,6 @@ __all__ = [
 
 CONFIG_FLAG_DEPRECATION: Final = ("DEPRECATED: this parameter should be set via the config file "
                                   "specified by the kubelet's --config flag")
-
-# Label namespaces and keys a kubelet may set on its own Node (k8s.io/kubelet/pkg/apis).
-KUBELET_LABEL_NAMESPACES: Final = ("kubelet.kubernetes.io", "node.kubernetes.io")
-KUBELET_LABELS: Final = frozenset({
-    "kubernetes.io/hostname",
-    "topology.kubernetes.io/zone",
-    "topology.kubernetes.io/region",
-    "failure-domain.beta.kubernetes.io/zone",
-    "failure-domain.beta.kubernetes.io/region",
-    "beta.kubernetes.io/instance-type",
-    "node.kubernetes.io/instance-type",
-    "beta.kubernetes.io/os",
-    "beta.kubernetes.io/arch",
-    "kubernetes.io/os",
-    "kubernetes.io/arch",
-})
 
 
 def version_string() -> str:
