@@ -4,8 +4,9 @@ A kubelet labels its own Node (``kubernetes.io/hostname``, ``kubernetes.io/os``,
 ``kubernetes.io/arch``), may add ``--node-labels`` only in namespaces the
 NodeRestriction admission plugin lets a node set, and writes ``linux`` /
 ``amd64`` as Go spells them (``GOOS`` / ``GOARCH``) in labels and in
-``status.nodeInfo``. The command line validates ``--node-labels`` against the
-same lists that node registration uses, so both read them from here
+``status.nodeInfo``, beside the kubelet version it reports. The command
+line validates ``--node-labels`` against the same lists that node
+registration uses, so both read them from here
 (upstream ``k8s.io/api/core/v1`` well-known labels and ``k8s.io/kubelet/pkg/apis``).
 """
 
@@ -14,6 +15,9 @@ from __future__ import annotations
 import platform
 import sys
 from typing import Final
+
+import pykubelet
+from pykubelet.config.types import KUBERNETES_VERSION
 
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 LABEL_OS_STABLE: Final = "kubernetes.io/os"
@@ -88,6 +92,16 @@ def go_arch() -> str:
     return _GO_ARCH.get(machine, machine)
 
 
+def kubelet_version() -> str:
+    """The version pykubelet reports as a kubelet (``nodeInfo.kubeletVersion``, user agent).
+
+    The Kubernetes release pykubelet is modelled on, with pykubelet's own
+    version as semver build metadata: version checks in the control plane
+    parse it as that release, and people see that it is pykubelet.
+    """
+    return f"{KUBERNETES_VERSION}.0+pykubelet-{pykubelet.__version__}"
+
+
 __all__ = [
     "DEFAULT_NODE_LABELS",
     "KUBELET_LABELS",
@@ -110,4 +124,5 @@ __all__ = [
     "TAINT_NODE_UNSCHEDULABLE",
     "go_arch",
     "go_os",
+    "kubelet_version",
 ]
