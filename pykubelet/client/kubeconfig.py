@@ -47,7 +47,7 @@ class Credentials:
     loader: KubeConfigLoader | None = None
     uses_exec: bool = False
     token_file: str = ""
-    _token_read_at: float = field(default=0.0, repr=False)
+    _token_read_at: float = field(default=float("-inf"), repr=False)
 
     async def refresh(self, configuration: Configuration) -> None:
         """Called before every authenticated request (the client's ``refresh_api_key_hook``)."""
@@ -176,7 +176,8 @@ async def load_rest_config(path: str) -> RestConfig:
         token_file = os.path.join(base, str(user["tokenFile"]))
     credentials = Credentials(loader=loader, uses_exec="exec" in user, token_file=token_file)
     if token_file:
-        credentials._token_read_at = time.monotonic()
+        # The library keeps the file's trailing newline, which no header may carry.
+        await credentials.refresh(configuration)
     configuration.refresh_api_key_hook = credentials.refresh
     host = str(configuration.host)
     for attribute in ("ssl_ca_cert", "cert_file", "key_file"):

@@ -21,7 +21,7 @@ import datetime
 import json
 import random
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from kubernetes_asyncio.client import ApiException, CoordinationV1Api, CoreV1Api
 
@@ -56,17 +56,65 @@ class LeaseOwnerError(Exception):
     """The Node could not be read to name it as the lease's owner."""
 
 
+class LeaseAPI(Protocol):
+    """The calls the controller makes; leases travel as JSON dictionaries."""
+
+    async def read(self, namespace: str, name: str) -> Lease: ...
+
+    async def create(self, namespace: str, lease: Lease) -> Lease: ...
+
+    async def replace(self, namespace: str, name: str, lease: Lease) -> Lease: ...
+
+    async def node_uid(self, name: str) -> str: ...
+
+
+class ApiLeases:
+    """``LeaseAPI`` over a real client. Leases are read and written as raw JSON so the
+    server's own time formats (``MicroTime``) come back exactly as they were written."""
+
+    def __init__(self, client: KubeletApiClient) -> None:
+        self._leases = CoordinationV1Api(client)
+        self._core = CoreV1Api(client)
+
+    async def read(self, namespace: str, name: str) -> Lease:
+        return await _json(self._leases.read_namespaced_lease(
+            name, namespace, _preload_content=False))
+
+    async def create(self, namespace: str, lease: Lease) -> Lease:
+        return await _json(self._leases.create_namespaced_lease(
+            namespace, cast(Any, lease), _preload_content=False))
+
+    async def replace(self, namespace: str, name: str, lease: Lease) -> Lease:
+        return await _json(self._leases.replace_namespaced_lease(
+            name, namespace, cast(Any, lease), _preload_content=False))
+
+    async def node_uid(self, name: str) -> str:
+        node = await self._core.read_node(name)
+        return str(node.metadata.uid)
+
+
+async def _json(call: Any) -> Lease:
+    response = await call
+    try:
+        data = await response.read()
+    finally:
+        response.release()
+    # Raw responses do not raise on errors by themselves.
+    raise_for_status(response, data)
+    body: Lease = json.loads(data)
+    return body
+
+
 class NodeLeaseController:
     """Creates and renews ``kube-node-lease/<node_name>``."""
 
-    def __init__(self, client: KubeletApiClient, node_name: str, lease_duration_seconds: int,
+    def __init__(self, api: LeaseAPI, node_name: str, lease_duration_seconds: int,
                  renew_interval: float | None = None,
                  on_repeated_heartbeat_failure: Callable[[], None] | None = None,
                  namespace: str = NAMESPACE_NODE_LEASE,
                  clock: Callable[[], datetime.datetime] = _utcnow,
                  sleep: Callable[[float], Any] = asyncio.sleep) -> None:
-        self._leases = CoordinationV1Api(client)
-        self._core = CoreV1Api(client)
+        self._api = api
         self.node_name = node_name
         self.namespace = namespace
         self.lease_duration_seconds = lease_duration_seconds
@@ -123,16 +171,13 @@ class NodeLeaseController:
         except LeaseOwnerError:
             # Without its owner the lease is not created; the next interval tries again.
             return None, False
-        created = await self._json(self._leases.create_namespaced_lease(
-            self.namespace, cast(Any, lease), _preload_content=False))
-        return created, True
+        return await self._api.create(self.namespace, lease), True
 
     async def retry_update_lease(self, base: Lease) -> None:
         for attempt in range(MAX_UPDATE_RETRIES):
             lease = await self.new_lease(base, owner_required=False)
             try:
-                self.latest_lease = await self._json(self._leases.replace_namespaced_lease(
-                    self.node_name, self.namespace, cast(Any, lease), _preload_content=False))
+                self.latest_lease = await self._api.replace(self.namespace, self.node_name, lease)
                 return
             except Exception as err:
                 klog.error("Failed to update lease", describe_error(err))
@@ -162,7 +207,7 @@ class NodeLeaseController:
         metadata = lease.setdefault("metadata", {})
         if not metadata.get("ownerReferences"):
             try:
-                node = await self._core.read_node(self.node_name)
+                uid = await self._api.node_uid(self.node_name)
             except Exception as err:
                 klog.error("Failed to get node when trying to set owner ref to the node lease",
                            describe_error(err), node=self.node_name)
@@ -171,28 +216,17 @@ class NodeLeaseController:
             else:
                 metadata["ownerReferences"] = [{
                     "apiVersion": "v1", "kind": "Node", "name": self.node_name,
-                    "uid": node.metadata.uid,
+                    "uid": uid,
                 }]
         return lease
 
     async def _read(self) -> Lease:
-        return await self._json(self._leases.read_namespaced_lease(
-            self.node_name, self.namespace, _preload_content=False))
-
-    @staticmethod
-    async def _json(call: Any) -> Lease:
-        # Raw responses keep the server's own time formats; errors are not raised for them.
-        response = await call
-        try:
-            data = await response.read()
-        finally:
-            response.release()
-        raise_for_status(response, data)
-        body: Lease = json.loads(data)
-        return body
+        return await self._api.read(self.namespace, self.node_name)
 
 
 __all__ = [
+    "ApiLeases",
+    "LeaseAPI",
     "LeaseOwnerError",
     "NodeLeaseController",
     "micro_time",

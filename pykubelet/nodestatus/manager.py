@@ -28,11 +28,10 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes_asyncio.client import (
     ApiException,
-    CoreV1Api,
     V1Node,
     V1NodeSpec,
     V1NodeStatus,
@@ -53,8 +52,7 @@ from pykubelet.api.wellknown import (
     go_arch,
     go_os,
 )
-from pykubelet.client.apiclient import KubeletApiClient, describe_error
-from pykubelet.client.informer import ObjectInformer
+from pykubelet.client.apiclient import describe_error
 from pykubelet.events import NORMAL, EventRecorder
 from pykubelet.nodestatus.patch import node_status_has_changed, node_status_patch
 from pykubelet.nodestatus.resources import is_hugepage_resource
@@ -108,6 +106,26 @@ def _ready_status(node: V1Node | None) -> str | None:
     return None
 
 
+class NodeAPI(Protocol):
+    """The Node calls the manager makes (``CoreV1Api`` of the main or heartbeat client)."""
+
+    async def create_node(self, body: V1Node, /) -> V1Node: ...
+
+    async def read_node(self, name: str, /) -> V1Node: ...
+
+    async def patch_node_status(self, name: str, body: Any, /) -> V1Node: ...
+
+
+class NodeCache(Protocol):
+    """The local copy of the Node (``ObjectInformer[V1Node]``)."""
+
+    def get(self) -> V1Node | None: ...
+
+    def has_synced(self) -> bool: ...
+
+    def observe(self, obj: V1Node | None, resource_version: str | None = None) -> None: ...
+
+
 class NodeNotFoundError(Exception):
     def __init__(self, node_name: str) -> None:
         super().__init__(f'nodes "{node_name}" not found')
@@ -116,15 +134,16 @@ class NodeNotFoundError(Exception):
 class NodeStatusManager:
     """Registration, the periodic status sync and the fast first update of one Node."""
 
-    def __init__(self, options: NodeStatusOptions, kube_client: KubeletApiClient,
-                 heartbeat_client: KubeletApiClient, informer: ObjectInformer[V1Node],
-                 recorder: EventRecorder,
+    def __init__(self, options: NodeStatusOptions, kube_api: NodeAPI, heartbeat_api: NodeAPI,
+                 informer: NodeCache, recorder: EventRecorder, server: str = "",
                  on_repeated_heartbeat_failure: Callable[[], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.options = options
-        self._kube = CoreV1Api(kube_client)
-        self._server = kube_client.host
-        self._heartbeat = CoreV1Api(heartbeat_client)
+        self._kube = kube_api
+        self._server = server
+        self._heartbeat = heartbeat_api
+        self._sleep = sleep
         self.informer = informer
         self.recorder = recorder
         self.node_ref = node_reference(options.node_name)
@@ -225,7 +244,7 @@ class NodeStatusManager:
             return
         step = REGISTER_INITIAL_STEP
         while True:
-            await asyncio.sleep(step)
+            await self._sleep(step)
             step = min(step * 2, REGISTER_MAX_STEP)
             try:
                 node = await self.initial_node()
@@ -357,7 +376,7 @@ class NodeStatusManager:
         period = self.options.update_frequency
         while True:
             await self.sync_node_status()
-            await asyncio.sleep(period * (1 + random.random() * JITTER_FACTOR))
+            await self._sleep(period * (1 + random.random() * JITTER_FACTOR))
 
     async def fast_status_update_once(
             self, update_runtime_up: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -369,7 +388,7 @@ class NodeStatusManager:
                 return
             if await self._fast_node_status_update(update_runtime_up):
                 return
-            await asyncio.sleep(FAST_UPDATE_PERIOD)
+            await self._sleep(FAST_UPDATE_PERIOD)
 
     async def _fast_node_status_update(
             self, update_runtime_up: Callable[[], Awaitable[None]] | None) -> bool:
@@ -468,6 +487,8 @@ def _reconcile_hugepages(node: V1Node, existing: V1Node) -> bool:
 __all__ = [
     "CONTROLLER_MANAGED_ATTACH_ANNOTATION",
     "EVENT_STARTING",
+    "NodeAPI",
+    "NodeCache",
     "NodeNotFoundError",
     "NodeStatusManager",
     "NodeStatusOptions",
