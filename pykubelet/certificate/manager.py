@@ -97,7 +97,7 @@ class ClientCertificateManager:
     """Keeps ``store``'s kubelet client certificate valid; ``on_rotated`` hears of new ones."""
 
     def __init__(self, store: FileStore, node_name: str, client_factory: ClientFactory,
-                 on_rotated: Callable[[KeyPair], None],
+                 on_rotated: Callable[[KeyPair], None], initial: KeyPair | None = None,
                  clock: Callable[[], datetime.datetime] = _utcnow,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  fraction: Callable[[], float] = jittered_fraction) -> None:
@@ -108,7 +108,8 @@ class ClientCertificateManager:
         self._clock = clock
         self._sleep = sleep
         self._fraction = fraction
-        self._current = store.current()
+        # The store's pair; before the first rotation, possibly the kubeconfig's own.
+        self._current = store.current() or initial
         self.rotations = 0
 
     def current(self) -> KeyPair | None:

@@ -34,6 +34,12 @@ class KeyPair:
     cert_pem: bytes
     key_pem: bytes
     path: str
+    # Where the key is, when not in ``path`` with the certificate.
+    key_path: str = ""
+
+    @property
+    def key_file(self) -> str:
+        return self.key_path or self.path
 
     @property
     def not_before(self) -> datetime.datetime:
@@ -83,7 +89,7 @@ def load_key_pair(path: str, key_path: str | None = None) -> KeyPair:
         raise CertificateStoreError(f"{path}: {err}") from err
     if not _matches(certificate, private_key):
         raise CertificateStoreError(f"{path}: the private key does not match the certificate")
-    return KeyPair(certificate, cert_pem, key_pem, path)
+    return KeyPair(certificate, cert_pem, key_pem, path, key_path or "")
 
 
 def _matches(certificate: x509.Certificate, private_key: PrivateKeyTypes) -> bool:

@@ -92,6 +92,14 @@ class RestConfig:
         return RestConfig(self.path, self.host, configuration, self.credentials,
                           self.ca_file, self.cert_file, self.key_file)
 
+    def with_client_certificate(self, cert_file: str, key_file: str) -> RestConfig:
+        """A copy that authenticates with this certificate and key."""
+        copy = self.copy()
+        copy.configuration.cert_file = cert_file
+        copy.configuration.key_file = key_file
+        copy.cert_file, copy.key_file = cert_file, key_file
+        return copy
+
     def has_client_certificate(self) -> bool:
         return bool(self.cert_file and self.key_file)
 

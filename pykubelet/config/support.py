@@ -38,6 +38,24 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "clusterDomain",
     "resolvConf",
     "logging",
+    # Cluster mode: the API clients, node status and lease, the client certificate.
+    "kubeAPIQPS",
+    "kubeAPIBurst",
+    "eventRecordQPS",
+    "eventBurst",
+    "nodeStatusUpdateFrequency",
+    "nodeStatusReportFrequency",
+    "nodeLeaseDurationSeconds",
+    "nodeStatusMaxImages",
+    "registerNode",
+    "registerWithTaints",
+    "providerID",
+    "enableControllerAttachDetach",
+    "localStorageCapacityIsolation",
+    "rotateCertificates",
+    # Node allocatable (not yet enforced on cgroups).
+    "systemReserved",
+    "kubeReserved",
 })
 
 

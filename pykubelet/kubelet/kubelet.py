@@ -34,6 +34,7 @@ from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import plugins_dir, pod_dir, pods_dir
+from pykubelet.kubelet.node_status import NodeParts, build_node_parts
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
 from pykubelet.kubelet.runtime_state import RuntimeState
@@ -165,6 +166,9 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         runtime, status_manager, reason_cache, runtime_state, probe_manager)
     pod_workers = PodWorkers(syncer, cache, resync_interval=seconds(config.sync_frequency),
                              backoff_period=POD_WORKER_BACKOFF)
+    node = None
+    if not deps.standalone:
+        node = await build_node_parts(server, deps, node_name, runtime_state)
     return Kubelet(
         KubeletOptions(node_name=node_name, root_dir=flags.root_dir,
                        pod_logs_dir=config.pod_logs_dir, host_ip=host_ip,
@@ -174,7 +178,8 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         runtime_state=runtime_state, probe_manager=probe_manager, pod_workers=pod_workers,
         sources_ready=pod_config.sources_ready,
         sync_loop_monitor=SyncLoopMonitor(
-            threshold=max(2 * seconds(config.sync_frequency), 300.0)))
+            threshold=max(2 * seconds(config.sync_frequency), 300.0)),
+        node=node)
 
 
 class Kubelet:
@@ -186,7 +191,7 @@ class Kubelet:
                  reason_cache: ReasonCache, runtime_state: RuntimeState,
                  probe_manager: ProbeManager, pod_workers: PodWorkers,
                  sources_ready: Callable[[], bool],
-                 sync_loop_monitor: SyncLoopMonitor) -> None:
+                 sync_loop_monitor: SyncLoopMonitor, node: NodeParts | None = None) -> None:
         self.options = options
         self.deps = deps
         self.supervisor = supervisor
@@ -201,6 +206,8 @@ class Kubelet:
         self.pod_workers = pod_workers
         self.sources_ready = sources_ready
         self.sync_loop_monitor = sync_loop_monitor
+        # Cluster mode: the Node cache, its status and its lease (None standalone).
+        self.node = node
 
     # -- start-up (upstream Kubelet.Run and initializeModules) -------------------
 
@@ -214,6 +221,16 @@ class Kubelet:
         # status and lease (cluster mode), the status manager, the probe manager
         # (its workers start per pod), PLEG, and last the sync loop itself.
         spawn("runtime-up", self.update_runtime_up_forever)
+        certificates = self.deps.client_certificate_manager
+        if certificates is not None:
+            spawn("client-certificate-rotation", certificates.run)
+        if self.node is not None:
+            node = self.node
+            spawn("node-informer", node.informer.run)
+            spawn("node-status", node.status.run)
+            spawn("node-status-fast-update",
+                  lambda: node.status.fast_status_update_once(self.update_runtime_up))
+            spawn("node-lease", node.lease.run)
         spawn("pleg", self.pleg.run)
         await sync_loop(self.sync_loop_inputs(updates), self)
 
