@@ -24,11 +24,14 @@
 #                                              bootstrap token allowed to get a kubelet
 #                                              client certificate through a CSR
 # Environment: PYKUBELET_K8S_BIN_DIR (default: the cache controlplane-build.sh fills),
-#   PYKUBELET_CONTROLPLANE_READY_TIMEOUT (seconds, default 120).
+#   PYKUBELET_CONTROLPLANE_READY_TIMEOUT (seconds, default 120),
+#   PYKUBELET_CONTROLPLANE_SIGNING_DURATION (kube-controller-manager's
+#   --cluster-signing-duration, e.g. 7m, for certificate rotation tests).
 set -euo pipefail
 
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 READY_TIMEOUT=${PYKUBELET_CONTROLPLANE_READY_TIMEOUT:-120}
+SIGNING_DURATION=${PYKUBELET_CONTROLPLANE_SIGNING_DURATION:-}
 STOP_TIMEOUT=15
 SERVICE_CLUSTER_IP_RANGE=10.96.0.0/16
 SERVICE_CLUSTER_IP=10.96.0.1  # the first address: the kubernetes Service
@@ -369,6 +372,7 @@ cmd_start() {
         --service-cluster-ip-range="$SERVICE_CLUSTER_IP_RANGE" \
         --allocate-node-cidrs=false \
         --controllers='*,bootstrapsigner,tokencleaner' \
+        ${SIGNING_DURATION:+--cluster-signing-duration="$SIGNING_DURATION"} \
         --leader-elect=false --profiling=false --v=1
     launch kube-scheduler "$bin_dir/kube-scheduler" \
         --kubeconfig="$dir/scheduler.kubeconfig" \
