@@ -32,7 +32,7 @@ from aiohttp import web
 
 from pykubelet.client import KubeletClients
 from pykubelet.cmd.clients import build_kubelet_clients, report_server
-from pykubelet.config import fields_not_acted_on
+from pykubelet.cmd.options import not_acted_on
 from pykubelet.config.codec import configz_body
 from pykubelet.config.server import KubeletServer
 from pykubelet.cri.image import RemoteImageService
@@ -114,10 +114,10 @@ async def run(server: KubeletServer, deps: Dependencies, stopping: asyncio.Event
         if not acquired:
             return  # stopped while waiting for the lock: nothing was started
         init_configz(server)
-        unimplemented = fields_not_acted_on(server.config_file_keys)
+        unimplemented = not_acted_on(server)
         if unimplemented:
-            klog.warning("Configuration fields accepted but not acted on by pykubelet yet",
-                         fields=",".join(sorted(unimplemented)))
+            klog.warning("Configuration fields and flags accepted but not acted on by pykubelet "
+                         "yet", fields=",".join(unimplemented))
         clients: KubeletClients | None = None
         if server.flags.kubeconfig and deps.kube_client is None:
             with startup_step("building the API clients"):
