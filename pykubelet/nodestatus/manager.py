@@ -54,7 +54,7 @@ from pykubelet.api.wellknown import (
 )
 from pykubelet.client.apiclient import describe_error
 from pykubelet.events import NORMAL, EventRecorder
-from pykubelet.nodestatus.patch import node_status_has_changed, node_status_patch
+from pykubelet.nodestatus.patch import node_status_has_changed, node_status_patch, patch_body
 from pykubelet.nodestatus.resources import is_hugepage_resource
 from pykubelet.nodestatus.setters import NODE_READY, TRUE, Setter
 from pykubelet.util import klog
@@ -360,9 +360,10 @@ class NodeStatusManager:
         await self.patch_node_status(original, node)
 
     async def patch_node_status(self, original: V1Node, node: V1Node) -> V1Node:
+        patch = node_status_patch(original, node)
+        klog.v(4).info("Patching node status", node=self.node_name, patch=patch_body(patch))
         try:
-            updated: V1Node = await self._heartbeat.patch_node_status(
-                self.node_name, node_status_patch(original, node))
+            updated: V1Node = await self._heartbeat.patch_node_status(self.node_name, patch)
         except ApiException as err:
             if err.status == 404:
                 raise NodeNotFoundError(self.node_name) from err
