@@ -60,6 +60,11 @@ class ClusterKubelet(KubeletProcess):
             self.stop()
             raise
 
+    def pod(self, name: str) -> dict[str, Any] | None:
+        """A static pod on ``/pods`` (its name carries this node's name)."""
+        full = f"{name}-{self.node_name}"
+        return next((p for p in self.pods() if p["metadata"]["name"] == full), None)
+
     # -- what kubectl shows ----------------------------------------------------------
 
     def node(self) -> dict[str, Any] | None:

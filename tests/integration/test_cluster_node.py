@@ -382,6 +382,7 @@ def test_api_server_outage_pods_keep_running_status_catches_up(
         kubelet.start()
         kubelet.wait_ready(timeout=60)
         kubelet.wait_phase("steady", "Running", timeout=60)
+        poll(kubelet.lease, 30, "the node lease")
         container = kubelet.container_status("steady", "c")["containerID"]
 
         proxy.cut()
@@ -391,7 +392,7 @@ def test_api_server_outage_pods_keep_running_status_catches_up(
         assert kubelet.healthz() == "ok"
         assert kubelet.container_status("steady", "c")["containerID"] == container
         assert kubelet.status("steady")["phase"] == "Running"
-        assert "Failed to update lease" in kubelet.log_text()
+        assert "Failed to update lease" in kubelet.log_text()  # and retried with back-off
 
         proxy.start()
         renewed = poll(lambda: (got := kubelet.lease())
