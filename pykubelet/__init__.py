@@ -13,6 +13,10 @@ The package is laid out like the Go kubelet, one subpackage per subsystem:
 - ``status``: pod status computation and the status manager.
 - ``server``: the HTTP endpoints (healthz, read-only ``/pods``).
 - ``kubelet``: the composition root and the sync loop.
+- ``client``: the API clients of cluster mode (kubeconfig, rate limits, a watched Node cache).
+- ``certificate``: the client certificate: TLS bootstrapping and rotation.
+- ``nodestatus``: registering the Node and keeping its status current.
+- ``nodelease``: the node's heartbeat Lease.
 """
 
 __version__ = "0.1.0"

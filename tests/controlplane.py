@@ -90,14 +90,16 @@ def go_kubelet_binary(build: bool = False) -> Path:
 class ControlPlane:
     """One etcd + kube-apiserver + controller manager + scheduler rooted at ``dir``."""
 
-    def __init__(self, dir: str | Path) -> None:
+    def __init__(self, dir: str | Path, signing_duration: str = "") -> None:
         self.dir = Path(dir)
+        # kube-controller-manager's --cluster-signing-duration (e.g. "7m"); default one year.
+        self.signing_duration = signing_duration
         self._env: dict[str, str] | None = None
 
     @classmethod
-    def fresh(cls) -> ControlPlane:
+    def fresh(cls, signing_duration: str = "") -> ControlPlane:
         """A control plane in a new directory under /tmp."""
-        return cls(Path("/tmp") / f"pkcp-{secrets.token_hex(4)}")
+        return cls(Path("/tmp") / f"pkcp-{secrets.token_hex(4)}", signing_duration)
 
     # --- facts from DIR/env ---------------------------------------------------
 
@@ -223,9 +225,10 @@ class ControlPlane:
 
     def _run(self, command: str, *args: str, timeout: float = SCRIPT_TIMEOUT_SECONDS) -> str:
         argv = [str(CONTROLPLANE_SCRIPT), command, str(self.dir), *args]
+        env = {**os.environ, "PYKUBELET_CONTROLPLANE_SIGNING_DURATION": self.signing_duration}
         try:
             result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                    check=False)
+                                    check=False, env=env)
         except subprocess.TimeoutExpired as err:
             output = _as_text(err.stdout) + _as_text(err.stderr)
             raise ControlPlaneError(self._failure(

@@ -3,7 +3,10 @@
 Container resources reach the runtime as integers: CPU in millicores (then
 shares and CFS quota), memory in bytes. Floats would turn ``0.1`` CPU into
 99 millicores, so quantities are parsed into ``Fraction`` and rounded up the
-way upstream's ``Quantity.MilliValue()`` / ``Value()`` do.
+way upstream's ``Quantity.MilliValue()`` / ``Value()`` do. Going the other
+way, ``format_quantity`` writes a value in the canonical form the API server
+stores (``2``, ``1500m``, ``16331264Ki``), so that a node status the kubelet
+computes compares equal to the one it reads back.
 """
 
 from __future__ import annotations
@@ -61,4 +64,49 @@ def memory_to_bytes(quantity: Any) -> int:
     return math.ceil(parse_quantity(quantity))
 
 
-__all__ = ["QuantityError", "cpu_to_millis", "memory_to_bytes", "parse_quantity"]
+DECIMAL_SI = "DecimalSI"
+BINARY_SI = "BinarySI"
+
+# Decimal exponents a canonical quantity may use, largest first (E ... n).
+_DECIMAL_STEPS = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""),
+                  (-3, "m"), (-6, "u"), (-9, "n"))
+_BINARY_STEPS = ((60, "Ei"), (50, "Pi"), (40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki"))
+
+
+def format_quantity(value: Fraction | int, fmt: str = DECIMAL_SI) -> str:
+    """The canonical string of ``value`` as upstream ``Quantity.String()`` writes it.
+
+    ``BinarySI`` values that are whole numbers of at least 1024 use the largest
+    power-of-1024 suffix that divides them exactly (``16331264Ki``, a plain
+    ``94239512857`` otherwise); everything else is written in ``DecimalSI``
+    with the largest power-of-1000 suffix that keeps the number whole
+    (``2``, ``1500m``, ``2k``), rounding up to nano units.
+    """
+    exact = Fraction(value)
+    sign = "-" if exact < 0 else ""
+    magnitude = abs(exact)
+    if fmt == BINARY_SI and magnitude >= 1024 and magnitude.denominator == 1:
+        whole = magnitude.numerator
+        for shift, suffix in _BINARY_STEPS:
+            if whole % (1 << shift) == 0:
+                return f"{sign}{whole >> shift}{suffix}"
+        return f"{sign}{whole}"
+    nanos = math.ceil(magnitude * 10**9)
+    if nanos == 0:
+        return "0"
+    for exponent, suffix in _DECIMAL_STEPS:
+        unit = 10 ** (exponent + 9)
+        if nanos % unit == 0:
+            return f"{sign}{nanos // unit}{suffix}"
+    return f"{sign}{nanos}n"  # unreachable: every nano count is a whole number of nanos
+
+
+__all__ = [
+    "BINARY_SI",
+    "DECIMAL_SI",
+    "QuantityError",
+    "cpu_to_millis",
+    "format_quantity",
+    "memory_to_bytes",
+    "parse_quantity",
+]

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, TextIO
 
+from pykubelet.api.wellknown import KUBELET_LABEL_NAMESPACES, KUBELET_LABELS
 from pykubelet.cmd.version import get as build_info
 from pykubelet.cmd.version import version_string
 from pykubelet.config.codec import DecodeError, configz_body, read_config_file
@@ -69,22 +70,6 @@ __all__ = [
 CONFIG_FLAG_DEPRECATION: Final = ("DEPRECATED: this parameter should be set via the config file "
                                   "specified by the kubelet's --config flag")
 
-# Label namespaces and keys a kubelet may set on its own Node (k8s.io/kubelet/pkg/apis).
-KUBELET_LABEL_NAMESPACES: Final = ("kubelet.kubernetes.io", "node.kubernetes.io")
-KUBELET_LABELS: Final = frozenset({
-    "kubernetes.io/hostname",
-    "topology.kubernetes.io/zone",
-    "topology.kubernetes.io/region",
-    "failure-domain.beta.kubernetes.io/zone",
-    "failure-domain.beta.kubernetes.io/region",
-    "beta.kubernetes.io/instance-type",
-    "node.kubernetes.io/instance-type",
-    "beta.kubernetes.io/os",
-    "beta.kubernetes.io/arch",
-    "kubernetes.io/os",
-    "kubernetes.io/arch",
-})
-
 
 def not_acted_on(server: KubeletServer) -> list[str]:
     """What the user set that pykubelet accepts but does not implement yet.
@@ -120,11 +105,9 @@ _NODE_FLAGS: Final[tuple[_NodeFlag, ...]] = (
               "Load the initial configuration from this KubeletConfiguration file. Flags for "
               "configuration fields given on the command line override values from the file."),
     _NodeFlag("kubeconfig", "kubeconfig", "str",
-              "Path to a kubeconfig file for the API server; omitting it means standalone mode.",
-              acted_on=False),
+              "Path to a kubeconfig file for the API server; omitting it means standalone mode."),
     _NodeFlag("bootstrap-kubeconfig", "bootstrap_kubeconfig", "str",
-              "Kubeconfig used to obtain a client certificate when --kubeconfig does not exist.",
-              acted_on=False),
+              "Kubeconfig used to obtain a client certificate when --kubeconfig does not exist."),
     _NodeFlag("hostname-override", "hostname_override", "str",
               "Use this name as the node's identity instead of the hostname."),
     _NodeFlag("node-ip", "node_ip", "str",
@@ -133,16 +116,14 @@ _NODE_FLAGS: Final[tuple[_NodeFlag, ...]] = (
               "Directory for kubelet files (volume mounts, pod data, ...)."),
     _NodeFlag("cert-dir", "cert_dir", "str",
               "Directory holding the TLS certificates; ignored when --tls-cert-file and "
-              "--tls-private-key-file are given.",
-              acted_on=False),
+              "--tls-private-key-file are given."),
     _NodeFlag("cloud-provider", "cloud_provider", "str",
               "Cloud provider; empty for none, 'external' for an external cloud provider.",
               acted_on=False),
     _NodeFlag("node-labels", "node_labels", "labels",
               "Labels to add when registering the node, as key=value pairs separated by ','. "
               "Labels in the kubernetes.io namespace must use an allowed prefix "
-              f"({', '.join(KUBELET_LABEL_NAMESPACES)}) or be a well-known kubelet label.",
-              acted_on=False),
+              f"({', '.join(KUBELET_LABEL_NAMESPACES)}) or be a well-known kubelet label."),
     _NodeFlag("lock-file", "lock_file", "str",
               "<Warning: Alpha feature> Path to a file the kubelet uses as a lock file."),
     _NodeFlag("exit-on-lock-contention", "exit_on_lock_contention", "bool",

@@ -28,21 +28,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
 
 from aiohttp import web
 
+from pykubelet.client import KubeletClients
+from pykubelet.cmd.clients import build_kubelet_clients, report_server
 from pykubelet.cmd.options import not_acted_on
 from pykubelet.config.codec import configz_body
 from pykubelet.config.server import KubeletServer
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
-from pykubelet.events import NORMAL, LoggingRecorder
+from pykubelet.events import LoggingRecorder
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.kubelet import Kubelet, make_pod_source_config, new_main_kubelet, seconds
 from pykubelet.metrics import KUBELET_REGISTRY
-from pykubelet.metrics.restclient import instrument_api_client
+from pykubelet.nodestatus import birth_cry as node_birth_cry
 from pykubelet.prober.metrics import PROBER_REGISTRY
 from pykubelet.server.auth import KubeletAuth, build_auth
 from pykubelet.server.healthz import HealthChecker, LogCheck, healthz_routes
@@ -59,6 +61,8 @@ from pykubelet.sources.podconfig import PodConfig
 from pykubelet.stats import cadvisor_metrics, resource_metrics
 from pykubelet.util import klog
 from pykubelet.util.flock import LockContentionError, LockFile
+
+T = TypeVar("T")
 
 
 class StartupError(RuntimeError):
@@ -135,17 +139,48 @@ async def run(server: KubeletServer, deps: Dependencies, stopping: asyncio.Event
         if unimplemented:
             klog.warning("Configuration fields and flags accepted but not acted on by pykubelet "
                          "yet", fields=",".join(unimplemented))
-        if server.flags.kubeconfig:
-            # The API clients (main, events, heartbeat) are built here in cluster mode.
-            klog.warning("Cluster mode is not available yet; running standalone",
-                         kubeconfig=server.flags.kubeconfig)
-        for client in (deps.kube_client, deps.heartbeat_client, deps.event_client):
-            instrument_api_client(client)
+        clients: KubeletClients | None = None
+        if server.flags.kubeconfig and deps.kube_client is None:
+            with startup_step("building the API clients"):
+                built = await _unless_stopped(
+                    build_kubelet_clients(server, get_node_name(server)), stopping)
+            if built is None:
+                return  # stopped while bootstrapping: nothing was started
+            clients = built.clients
+            deps.kube_client, deps.event_client = clients.kube, clients.events
+            deps.heartbeat_client = clients.heartbeat
+            deps.on_heartbeat_failure = clients.close_all_connections
+            deps.client_certificate_manager = built.certificate_manager
+            await report_server(clients)
+        elif not server.flags.kubeconfig:
+            klog.info("Standalone mode, no API client")
         if deps.auth is None and server.config.enable_server:
             with startup_step("building the kubelet server's authentication"):
                 deps.auth = build_auth_for(server, get_node_name(server), deps.kube_client)
-        await pre_init_runtime_service(deps)
-        await run_kubelet(server, deps, stopping)
+        try:
+            await pre_init_runtime_service(deps)
+            await run_kubelet(server, deps, stopping)
+        finally:
+            if clients is not None:
+                await clients.close()
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, T], stopping: asyncio.Event) -> T | None:
+    """``work``'s result, or None if ``stopping`` is set first (``work`` is then cancelled).
+
+    TLS bootstrapping may wait a long time for an approval; a SIGTERM must not.
+    """
+    job = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({job, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    if not job.done():
+        job.cancel()
+        await asyncio.gather(job, return_exceptions=True)
+        return None
+    return job.result()
 
 
 def build_auth_for(server: KubeletServer, node_name: str, kube_client: Any) -> KubeletAuth:
@@ -226,21 +261,7 @@ async def create_and_init_kubelet(server: KubeletServer, deps: Dependencies, nod
 
 def birth_cry(kubelet: Kubelet) -> None:
     """Upstream ``BirthCry``: the node's ``Starting`` event."""
-    kubelet.deps.recorder.event(_NodeRef(kubelet.options.node_name), NORMAL, "Starting",
-                                "Starting kubelet.")
-
-
-class _NodeRef:
-    """The node as an event's involved object (upstream ``nodeRef``)."""
-
-    def __init__(self, name: str) -> None:
-        self.metadata = _NodeMeta(name)
-
-
-class _NodeMeta:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.namespace = ""
+    node_birth_cry(kubelet.deps.recorder, kubelet.options.node_name)
 
 
 async def start_kubelet(kubelet: Kubelet, pod_config: PodConfig, server: KubeletServer,

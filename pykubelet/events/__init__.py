@@ -21,9 +21,14 @@ WARNING = "Warning"
 
 
 def describe(obj: Any) -> str:
-    """``namespace/name`` of a Kubernetes object (pod, node), for logs and events."""
+    """``namespace/name`` of a Kubernetes object or object reference, for logs and events."""
     metadata = getattr(obj, "metadata", None)
     if metadata is None:
+        # An ObjectReference (node events are about ``{kind: Node, name: ...}``).
+        name = getattr(obj, "name", None)
+        if name is not None and getattr(obj, "kind", None) is not None:
+            namespace = getattr(obj, "namespace", None)
+            return f"{namespace}/{name}" if namespace else str(name)
         return str(obj)
     namespace = getattr(metadata, "namespace", None)
     return f"{namespace}/{metadata.name}" if namespace else str(metadata.name)

@@ -15,6 +15,7 @@ Keeping them in one dataclass is also the test seam: a test builds a
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,10 +46,15 @@ class Dependencies:
     image_service: ImageService
     recorder: EventRecorder
     os_interface: OSInterface = field(default_factory=RealOS)
-    # API clients (kubernetes_asyncio ApiClient); all None in standalone mode.
+    # API clients (pykubelet.client.KubeletApiClient); all None in standalone mode.
     kube_client: Any = None
     heartbeat_client: Any = None
     event_client: Any = None
+    # Upstream ``OnHeartbeatFailure``: drop the clients' connections after repeated
+    # node status or lease failures, in case one is stuck.
+    on_heartbeat_failure: Callable[[], None] | None = None
+    # Renews the client certificate (``rotateCertificates``); run by ``Kubelet.run``.
+    client_certificate_manager: Any = None
     # The kubelet API's serving certificate and TLS settings (``initialize_tls``),
     # and who may call it (``build_auth``); None when the server is off.
     tls_options: TLSOptions | None = None

@@ -35,6 +35,7 @@ from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import plugins_dir, pod_dir, pods_dir
+from pykubelet.kubelet.node_status import NodeParts, build_node_parts
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
 from pykubelet.kubelet.runtime_state import RuntimeState
@@ -170,6 +171,9 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
                              backoff_period=POD_WORKER_BACKOFF)
     pod_manager = PodManager()
     metrics.set_node_name(node_name)
+    node = None
+    if not deps.standalone:
+        node = await build_node_parts(server, deps, node_name, runtime_state)
     return Kubelet(
         KubeletOptions(node_name=node_name, root_dir=flags.root_dir,
                        pod_logs_dir=config.pod_logs_dir, host_ip=host_ip,
@@ -181,7 +185,8 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         sync_loop_monitor=SyncLoopMonitor(
             threshold=max(2 * seconds(config.sync_frequency), 300.0)),
         stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
-                                     flags.root_dir, config.pod_logs_dir))
+                                     flags.root_dir, config.pod_logs_dir),
+        node=node)
 
 
 class Kubelet:
@@ -194,7 +199,7 @@ class Kubelet:
                  probe_manager: ProbeManager, pod_workers: PodWorkers,
                  sources_ready: Callable[[], bool],
                  sync_loop_monitor: SyncLoopMonitor,
-                 stats_provider: StatsProvider) -> None:
+                 stats_provider: StatsProvider, node: NodeParts | None = None) -> None:
         self.options = options
         self.deps = deps
         self.supervisor = supervisor
@@ -212,6 +217,8 @@ class Kubelet:
         # What the kubelet API serves: resource usage, and the host side of its handlers.
         self.stats_provider = stats_provider
         self.server_host = KubeletServerHost(pod_manager, status_manager, runtime, self.get_pods)
+        # Cluster mode: the Node cache, its status and its lease (None standalone).
+        self.node = node
 
     # -- start-up (upstream Kubelet.Run and initializeModules) -------------------
 
@@ -225,6 +232,16 @@ class Kubelet:
         # status and lease (cluster mode), the status manager, the probe manager
         # (its workers start per pod), PLEG, and last the sync loop itself.
         spawn("runtime-up", self.update_runtime_up_forever)
+        certificates = self.deps.client_certificate_manager
+        if certificates is not None:
+            spawn("client-certificate-rotation", certificates.run)
+        if self.node is not None:
+            node = self.node
+            spawn("node-informer", node.informer.run)
+            spawn("node-status", node.status.run)
+            spawn("node-status-fast-update",
+                  lambda: node.status.fast_status_update_once(self.update_runtime_up))
+            spawn("node-lease", node.lease.run)
         spawn("pleg", self.pleg.run)
         await sync_loop(self.sync_loop_inputs(updates), self)
 

@@ -20,7 +20,7 @@ import fnmatch
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ from pykubelet.cri import ImageService
 from pykubelet.metrics.podstartup import POD_STARTUP_TRACKER
 from pykubelet.util import klog
 from pykubelet.util.backoff import Backoff
+from pykubelet.util.flowcontrol import TokenBucket
 
 ERR_IMAGE_PULL = "ErrImagePull"
 IMAGE_PULL_BACKOFF = "ImagePullBackOff"
@@ -252,29 +253,6 @@ class PullWithCredentialsError(Exception):
         self.failures = failures
 
 
-class TokenBucket:
-    """``qps`` tokens a second, at most ``burst`` saved up; ``qps <= 0`` means no limit."""
-
-    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic
-                 ) -> None:
-        self.qps = qps
-        self.burst = max(burst, 1)
-        self._clock = clock
-        self._tokens = float(self.burst)
-        self._last = clock()
-
-    def try_accept(self) -> bool:
-        if self.qps <= 0:
-            return True
-        now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
-        self._last = now
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
-
-
 class ImageManager:
     """Ensures images for containers, with pull policy, back-off, throttling and credentials."""
 
@@ -382,7 +360,6 @@ __all__ = [
     "ImageReference",
     "ImageService",
     "RegistryCredential",
-    "TokenBucket",
     "apply_default_tag",
     "credentials_from_pull_secrets",
     "default_pull_policy",

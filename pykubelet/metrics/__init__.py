@@ -240,6 +240,13 @@ REST_CLIENT_REQUEST_DURATION: Final = _histogram(
     "Request latency in seconds. Broken down by verb, and host.",
     (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0), ["verb", "host"])
 
+# pykubelet's own breakdown of the same requests, by client (main, events, heartbeat),
+# resource and verb: what a node costs the API server.
+API_CLIENT_REQUESTS: Final = _counter(
+    "pykubelet_api_client_requests_total",
+    "API server requests by kubelet client (main, events, heartbeat), resource, verb and code.",
+    ["client", "resource", "method", "code"])
+
 # -- certificates (upstream certificate manager metrics) ------------------------------------
 
 CERTIFICATE_MANAGER_CLIENT_TTL: Final = _gauge(

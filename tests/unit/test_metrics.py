@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
+from kubernetes_asyncio.client import Configuration, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
 from pykubelet import metrics
-from pykubelet.metrics.restclient import instrument_api_client
+from pykubelet.client.apiclient import KubeletApiClient
+from pykubelet.client.kubeconfig import Credentials, RestConfig
 
 
 def test_counters_keep_upstream_names_with_or_without_total() -> None:
@@ -66,10 +67,9 @@ async def test_api_client_requests_are_counted_by_code_method_and_host() -> None
     await server.start_server()
     host = f"127.0.0.1:{server.port}"
     configuration = Configuration(host=f"http://{host}")
+    rest = RestConfig("test.kubeconfig", f"http://{host}", configuration, Credentials())
     try:
-        async with ApiClient(configuration) as client:
-            instrument_api_client(client)
-            instrument_api_client(client)  # twice is once
+        async with KubeletApiClient(rest, name="kube", qps=100, burst=100) as client:
             api = CoreV1Api(client)
             await api.list_namespaced_pod("default")
             with pytest.raises(ApiException):

@@ -1,0 +1,97 @@
+"""Assembling the node's status, lease and Node cache for ``new_main_kubelet`` (cluster mode).
+
+Upstream builds these inside ``NewMainKubelet`` (the node informer, the lease
+controller) and ``defaultNodeStatusFuncs`` (the setters); here one function
+does it from the configuration and the ``Dependencies``, so ``kubelet.py``
+only keeps the result. Nothing is started: ``Kubelet.run`` starts the cache,
+the status loop, the fast first update and the lease, in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client import CoreV1Api, V1Node, V1Taint
+
+from pykubelet.client.informer import ObjectInformer
+from pykubelet.config.server import KubeletServer
+from pykubelet.kubelet.dependencies import Dependencies
+from pykubelet.nodelease import ApiLeases, NodeLeaseController
+from pykubelet.nodestatus import (
+    MachineResources,
+    NodeResources,
+    NodeStatusManager,
+    NodeStatusOptions,
+    NoPressure,
+    PressureReporter,
+    RuntimeHealth,
+    node_status_setters,
+)
+from pykubelet.nodestatus.machine import filesystem_capacity, read_machine_info, read_version_info
+from pykubelet.nodestatus.providers import CRIImageList, CRIRuntimeVersion
+from pykubelet.util import klog
+
+
+@dataclass
+class NodeParts:
+    informer: ObjectInformer[V1Node]
+    status: NodeStatusManager
+    lease: NodeLeaseController
+
+
+def _seconds(value: object) -> float:
+    total = getattr(value, "total_seconds", None)
+    return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
+
+
+async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name: str,
+                           health: RuntimeHealth, resources: NodeResources | None = None,
+                           pressure: PressureReporter | None = None) -> NodeParts:
+    """The Node cache, the status manager with upstream's setters, and the lease controller."""
+    config, flags = server.config, server.flags
+    machine = await asyncio.to_thread(read_machine_info)
+    version = await asyncio.to_thread(read_version_info)
+    if resources is None:
+        storage = None
+        if config.local_storage_capacity_isolation:
+            storage = await asyncio.to_thread(filesystem_capacity, flags.root_dir)
+        resources = MachineResources(machine, storage, config.system_reserved,
+                                     config.kube_reserved, config.eviction_hard)
+    informer: ObjectInformer[V1Node] = ObjectInformer(
+        CoreV1Api(deps.kube_client).list_node, V1Node, node_name, f"node {node_name}")
+    options = NodeStatusOptions(
+        node_name=node_name,
+        hostname=node_name,
+        register_node=config.register_node,
+        register_with_taints=[V1Taint(key=t.key, value=t.value or None, effect=t.effect)
+                              for t in config.register_with_taints],
+        node_labels=dict(flags.node_labels),
+        provider_id=config.provider_id,
+        enable_controller_attach_detach=config.enable_controller_attach_detach,
+        update_frequency=_seconds(config.node_status_update_frequency),
+        report_frequency=_seconds(config.node_status_report_frequency),
+    )
+    status = NodeStatusManager(
+        options, CoreV1Api(deps.kube_client), CoreV1Api(deps.heartbeat_client), informer,
+        deps.recorder, server=str(getattr(deps.kube_client, "host", "")),
+        on_repeated_heartbeat_failure=deps.on_heartbeat_failure)
+    status.set_setters(node_status_setters(
+        status, node_ips=flags.node_ips(), hostname=node_name, machine=machine, version=version,
+        resources=resources, max_pods=config.max_pods, pods_per_core=config.pods_per_core,
+        daemon_port=config.port, max_images=config.node_status_max_images,
+        image_list=CRIImageList(deps.image_service),
+        runtime_version=CRIRuntimeVersion(deps.runtime_service),
+        health=health, pressure=pressure or NoPressure(),
+        local_storage_capacity_isolation=config.local_storage_capacity_isolation))
+    lease = NodeLeaseController(
+        ApiLeases(deps.heartbeat_client), node_name, config.node_lease_duration_seconds,
+        on_repeated_heartbeat_failure=deps.on_heartbeat_failure)
+    klog.info("Node status and lease configured", node=node_name,
+              updateFrequency=f"{options.update_frequency:g}s",
+              leaseDuration=f"{config.node_lease_duration_seconds}s",
+              renewInterval=f"{lease.renew_interval:g}s")
+    return NodeParts(informer=informer, status=status, lease=lease)
+
+
+__all__ = ["NodeParts", "build_node_parts"]
