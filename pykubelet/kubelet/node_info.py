@@ -1,0 +1,173 @@
+"""The kubelet's view of its own Node (upstream ``nodeLister`` and ``getNodeAnyWay``).
+
+Admission needs the node's labels, taints and allocatable resources, and a
+mirror pod needs the Node's UID for its owner reference. In cluster mode
+those come from the Node object itself, kept current by a watch of that one
+object (``NodeInformer``, what upstream's node informer with a
+``metadata.name`` field selector does). Before the Node exists, and in
+standalone mode, ``LocalNode`` describes the node from what the kubelet knows
+locally, as upstream's ``initialNode`` does: the well-known labels,
+``--node-labels``, ``registerWithTaints`` and the machine's resources.
+
+Allocatable comes from a callable so that the owner of node allocatable
+(capacity minus reservations and eviction thresholds) can plug in;
+``machine_allocatable`` is the plain machine capacity.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kubernetes_asyncio.client import (
+    CoreV1Api,
+    V1Node,
+    V1NodeSpec,
+    V1NodeStatus,
+    V1ObjectMeta,
+    V1Taint,
+)
+
+from pykubelet.api import from_dict
+from pykubelet.util.reflector import ApiListWatch, ListerWatcher, Object, Reflector
+
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_OS = "kubernetes.io/os"
+LABEL_ARCH = "kubernetes.io/arch"
+LABEL_BETA_OS = "beta.kubernetes.io/os"
+LABEL_BETA_ARCH = "beta.kubernetes.io/arch"
+
+# Go's GOARCH names for what Python reports.
+_GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
+            "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x", "i686": "386"}
+
+
+def go_arch() -> str:
+    machine = platform.machine().lower()
+    return _GO_ARCH.get(machine, machine)
+
+
+def _mem_total() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def machine_allocatable(max_pods: int, root_dir: str = "/") -> dict[str, str]:
+    """The machine's capacity (cpu, memory, ephemeral storage under ``root_dir``, pods)."""
+    try:
+        fs = os.statvfs(root_dir if os.path.exists(root_dir) else "/")
+        storage = fs.f_blocks * fs.f_frsize
+    except OSError:
+        storage = 0
+    return {"cpu": str(os.cpu_count() or 1), "memory": str(_mem_total()),
+            "ephemeral-storage": str(storage), "pods": str(max_pods)}
+
+
+class LocalNode:
+    """The Node as the kubelet would register it, built without the API server."""
+
+    def __init__(self, node_name: str, *, hostname: str | None = None,
+                 node_labels: dict[str, str] | None = None,
+                 taints: Iterable[Any] = (),
+                 allocatable: Callable[[], dict[str, str]] | None = None) -> None:
+        self.node_name = node_name
+        self._hostname = (hostname or socket.gethostname()).lower()
+        self._labels = dict(node_labels or {})
+        self._taints = [_taint(t) for t in taints]
+        self._allocatable = allocatable or (lambda: machine_allocatable(110))
+
+    def labels(self) -> dict[str, str]:
+        arch = go_arch()
+        return {LABEL_HOSTNAME: self._hostname, LABEL_OS: "linux", LABEL_ARCH: arch,
+                LABEL_BETA_OS: "linux", LABEL_BETA_ARCH: arch, **self._labels}
+
+    def node(self) -> V1Node:
+        allocatable = self._allocatable()
+        return V1Node(metadata=V1ObjectMeta(name=self.node_name, labels=self.labels()),
+                      spec=V1NodeSpec(taints=list(self._taints) or None),
+                      status=V1NodeStatus(capacity=dict(allocatable),
+                                          allocatable=dict(allocatable)))
+
+
+def _taint(taint: Any) -> V1Taint:
+    if isinstance(taint, V1Taint):
+        return taint
+    return V1Taint(key=getattr(taint, "key", ""), value=getattr(taint, "value", None) or None,
+                   effect=getattr(taint, "effect", ""))
+
+
+class _NodeStore:
+    def __init__(self) -> None:
+        self.node: V1Node | None = None
+
+    def replace(self, objects: list[Object], resource_version: str) -> None:
+        self.node = from_dict(objects[0], V1Node) if objects else None
+
+    def add(self, obj: Object) -> None:
+        self.node = from_dict(obj, V1Node)
+
+    update = add
+
+    def delete(self, obj: Object) -> None:
+        self.node = None
+
+
+def node_list_watch(api_client: Any, node_name: str) -> ApiListWatch:
+    return ApiListWatch(CoreV1Api(api_client).list_node,
+                        field_selector=f"metadata.name={node_name}")
+
+
+class NodeInformer:
+    """The kubelet's own Node object as the API server has it, kept current by a watch."""
+
+    def __init__(self, lister_watcher: ListerWatcher, **reflector_options: Any) -> None:
+        self._store = _NodeStore()
+        self.reflector = Reflector("node", lister_watcher, self._store, **reflector_options)
+
+    @classmethod
+    def for_node(cls, api_client: Any, node_name: str) -> NodeInformer:
+        return cls(node_list_watch(api_client, node_name))
+
+    def has_synced(self) -> bool:
+        return self.reflector.has_synced
+
+    def get(self) -> V1Node | None:
+        """The Node, or None while it is not registered (or not listed yet)."""
+        return self._store.node
+
+    async def run(self) -> None:
+        await self.reflector.run()
+
+
+class NodeView:
+    """``get_node_any_way``: the API's Node when there is one, else the local description."""
+
+    def __init__(self, local: LocalNode, informer: NodeInformer | None = None) -> None:
+        self.local = local
+        self.informer = informer
+
+    def get_node(self) -> V1Node | None:
+        return self.informer.get() if self.informer is not None else None
+
+    def get_node_any_way(self) -> V1Node:
+        node = self.get_node()
+        return node if node is not None else self.local.node()
+
+    async def node_uid(self) -> str:
+        node = self.get_node()
+        if node is None or node.metadata is None or not node.metadata.uid:
+            raise LookupError(f"node {self.local.node_name!r} not found in the API server")
+        return str(node.metadata.uid)
+
+
+__all__ = ["LocalNode", "NodeInformer", "NodeView", "go_arch", "machine_allocatable",
+           "node_list_watch"]
