@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from typing import Any, TextIO
 
 _LOGGER = logging.getLogger("pykubelet")
@@ -88,6 +89,15 @@ def error(msg: str, err: BaseException | str | None = None, **pairs: Any) -> Non
     if err is not None:
         pairs = {"err": err, **pairs}
     _emit(logging.ERROR, msg, pairs)
+
+
+def exception(msg: str, err: BaseException, **pairs: Any) -> None:
+    """An error line followed by the traceback of ``err``: for crashes, not expected failures."""
+    if not _LOGGER.isEnabledFor(logging.ERROR):
+        return
+    trace = "".join(traceback.format_exception(err)).rstrip("\n")
+    _LOGGER.log(logging.ERROR, "%s\n%s", format_pairs(msg, {"err": err, **pairs}), trace,
+                stacklevel=2)
 
 
 class Verbose:

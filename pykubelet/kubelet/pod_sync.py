@@ -1,0 +1,125 @@
+"""The three per-pod phase functions the pod workers call (upstream ``SyncPod`` and friends).
+
+Upstream's ``Kubelet`` is both the sync loop's handler and the pod workers'
+syncer, which in Go is wired by assigning ``klet.podWorkers`` after the fact.
+Here the syncer is its own object, built before the pod workers and handed to
+them, and the ``Kubelet`` is built after both: construction goes one way.
+
+- ``sync_pod`` computes the API status, then drives the runtime towards the
+  spec (sandbox, init, sidecar and app containers, restarts);
+- ``sync_terminating_pod`` stops every container within the grace period and
+  records the final status;
+- ``sync_terminated_pod`` releases what the pod held (probe workers) once no
+  container can run any more.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client import V1Pod, V1PodStatus
+
+from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
+from pykubelet.api.kubetypes import SyncPodType
+from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, ProbeResult, Runtime
+from pykubelet.container.helpers import running_pod_from_status
+from pykubelet.kubelet.getters import POD_SUBDIRECTORIES, pod_dir
+from pykubelet.kubelet.runtime_state import RuntimeState
+from pykubelet.prober.manager import ProbeManager
+from pykubelet.prober.results import ResultsManager
+from pykubelet.status import ReasonCache, StatusManager, generate_api_pod_status
+from pykubelet.util import klog
+
+
+@dataclass
+class PodSyncOptions:
+    """The node facts a pod sync needs."""
+
+    root_dir: str
+    host_ip: str = ""
+    runtime_type: str = "containerd"
+
+
+class KubeletPodSyncer:
+    """Implements ``pykubelet.podworkers.PodSyncer`` over the runtime and the status manager."""
+
+    def __init__(self, options: PodSyncOptions, runtime: Runtime,
+                 status_manager: StatusManager, reason_cache: ReasonCache,
+                 runtime_state: RuntimeState, probe_manager: ProbeManager) -> None:
+        self.options = options
+        self.runtime = runtime
+        self.status_manager = status_manager
+        self.reason_cache = reason_cache
+        self.runtime_state = runtime_state
+        self.probe_manager = probe_manager
+
+    def make_pod_data_dirs(self, pod: V1Pod) -> None:
+        base = pod_dir(self.options.root_dir, pod_uid(pod))
+        for sub in ("", *POD_SUBDIRECTORIES):
+            os.makedirs(os.path.join(base, sub), mode=0o750, exist_ok=True)
+
+    def _api_status(self, pod: V1Pod, status: PodStatus, terminal: bool = False) -> V1PodStatus:
+        previous = self.status_manager.get_pod_status(pod_uid(pod))
+        return generate_api_pod_status(
+            pod, status, self.reason_cache, host_ip=self.options.host_ip,
+            pod_is_terminal=terminal, previous=previous,
+            readiness=lambda container_id: _succeeded(self.probe_manager.readiness, container_id),
+            startup=lambda container_id: _succeeded(self.probe_manager.startup, container_id))
+
+    async def sync_pod(self, update_type: SyncPodType, pod: V1Pod, mirror_pod: V1Pod | None,
+                       pod_status: PodStatus) -> bool:
+        """Returns True once the pod reached a terminal phase (the worker then terminates it)."""
+        api_status = self._api_status(pod, pod_status)
+        self.status_manager.set_pod_status(pod, api_status)
+        stored = self.status_manager.get_pod_status(pod_uid(pod)) or api_status
+        if is_terminal_phase(stored.phase):
+            klog.v(4).info("Pod is terminal, skipping sync", pod=pod_ref(pod), phase=stored.phase)
+            return True
+        network = self.runtime_state.network_errors()
+        if network and not (pod.spec.host_network or False):
+            raise RuntimeError(f"network is not ready: {'; '.join(network)}")
+        self.make_pod_data_dirs(pod)
+        self.probe_manager.add_pod(pod)  # idempotent: probing starts with the first sync
+        result = await self.runtime.sync_pod(pod, pod_status)
+        self.reason_cache.update(pod_uid(pod), result)
+        error = result.error()
+        if error is not None:
+            raise error
+        return False
+
+    async def sync_terminating_pod(self, pod: V1Pod, pod_status: PodStatus,
+                                   grace_period: int | None) -> None:
+        klog.v(4).info("SyncTerminatingPod enter", pod=pod_ref(pod))
+        # A terminating container is never restarted, so its liveness no longer matters.
+        self.probe_manager.stop_liveness_and_startup(pod)
+        self.status_manager.set_pod_status(pod, self._api_status(pod, pod_status))
+        running = running_pod_from_status(pod_status, self.options.runtime_type)
+        await self.runtime.kill_pod(pod, running, grace_period)
+        after = await self.runtime.get_pod_status(pod_uid(pod), pod.metadata.name,
+                                                  pod.metadata.namespace)
+        still = [c.name for c in after.container_statuses if c.state == ContainerState.RUNNING]
+        if still:
+            raise RuntimeError(f"containers still running after kill: {', '.join(still)}")
+        self.status_manager.set_pod_status(pod, self._api_status(pod, after, terminal=True))
+        klog.v(4).info("SyncTerminatingPod exit", pod=pod_ref(pod))
+
+    async def sync_terminating_runtime_pod(self, running_pod: Pod) -> None:
+        klog.info("Killing orphaned pod found in the runtime", podUID=running_pod.id,
+                  pod=f"{running_pod.namespace}/{running_pod.name}")
+        await self.runtime.kill_pod(None, running_pod, None)
+
+    async def sync_terminated_pod(self, pod: V1Pod, pod_status: PodStatus) -> None:
+        self.probe_manager.remove_pod(pod)
+        self.status_manager.set_pod_status(pod, self._api_status(pod, pod_status, terminal=True))
+        self.status_manager.terminate_pod(pod)
+
+
+def _succeeded(results: ResultsManager, container_id: str) -> bool:
+    try:
+        return results.get(ContainerID.parse(container_id)) == ProbeResult.SUCCESS
+    except ValueError:
+        return False
+
+
+__all__ = ["KubeletPodSyncer", "PodSyncOptions"]
