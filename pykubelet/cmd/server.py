@@ -30,14 +30,17 @@ from typing import Any
 
 from aiohttp import web
 
+from pykubelet.cmd.apiclient_standin import build_api_client
 from pykubelet.config import fields_not_acted_on
 from pykubelet.config.codec import configz_body
 from pykubelet.config.server import KubeletServer
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
-from pykubelet.events import NORMAL, LoggingRecorder
+from pykubelet.events import NORMAL, LoggingRecorder, node_reference
+from pykubelet.events.broadcaster import ApiEventSink, EventBroadcaster
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.kubelet import Kubelet, make_pod_source_config, new_main_kubelet, seconds
+from pykubelet.kubelet.node_info import NodeInformer
 from pykubelet.prober.metrics import PROBER_REGISTRY
 from pykubelet.server.healthz import HealthChecker, healthz_routes
 from pykubelet.server.metrics import registry_route
@@ -114,10 +117,15 @@ async def run(server: KubeletServer, deps: Dependencies, stopping: asyncio.Event
                          fields=",".join(sorted(unimplemented)))
         if server.flags.kubeconfig:
             # The API clients (main, events, heartbeat) are built here in cluster mode.
-            klog.warning("Cluster mode is not available yet; running standalone",
-                         kubeconfig=server.flags.kubeconfig)
-        await pre_init_runtime_service(deps)
-        await run_kubelet(server, deps, stopping)
+            with startup_step("building the API clients"):
+                client = await build_api_client(server.flags.kubeconfig)
+            deps.kube_client = deps.event_client = deps.heartbeat_client = client
+        try:
+            await pre_init_runtime_service(deps)
+            await run_kubelet(server, deps, stopping)
+        finally:
+            if deps.kube_client is not None:
+                await deps.kube_client.close()
 
 
 _configz: dict[str, Any] = {}
@@ -151,8 +159,11 @@ async def run_kubelet(server: KubeletServer, deps: Dependencies,
               standalone=deps.standalone)
     runners: list[web.AppRunner] = []
     kubelet: Kubelet | None = None
+    broadcaster = make_event_recorder(deps, node_name)
     try:
         kubelet, pod_config = await create_and_init_kubelet(server, deps, node_name, host_ip)
+        if broadcaster is not None:
+            kubelet.supervisor.spawn("event-broadcaster", broadcaster.run)
         runners = await start_kubelet(kubelet, pod_config, server, deps)
         fatal = await kubelet.supervisor.wait(stopping)
         if fatal is not None:
@@ -166,34 +177,37 @@ async def run_kubelet(server: KubeletServer, deps: Dependencies,
         await deps.image_service.close()
 
 
+def make_event_recorder(deps: Dependencies, node_name: str) -> EventBroadcaster | None:
+    """Upstream ``makeEventRecorder``: events are always logged, and posted in cluster mode."""
+    if deps.event_client is None or not isinstance(deps.recorder, LoggingRecorder):
+        return None
+    broadcaster = EventBroadcaster(ApiEventSink(deps.event_client), node_name)
+    deps.recorder.listeners.append(broadcaster.record)
+    return broadcaster
+
+
 async def create_and_init_kubelet(server: KubeletServer, deps: Dependencies, node_name: str,
                                   host_ip: str) -> tuple[Kubelet, PodConfig]:
     """Upstream ``createAndInitKubelet``: the pod config, ``NewMainKubelet``, the birth cry."""
+    # Upstream builds the node informer in NewMainKubelet, before the pod
+    # sources: the API source waits for it so admission sees the node's labels.
+    node_informer = (NodeInformer.for_node(deps.kube_client, node_name)
+                     if deps.kube_client is not None else None)
     with startup_step("creating the pod sources"):
-        pod_config = make_pod_source_config(server, node_name)
+        pod_config = make_pod_source_config(
+            server, node_name, deps,
+            node_has_synced=node_informer.has_synced if node_informer is not None else None)
     with startup_step("initializing the kubelet"):
-        kubelet = await new_main_kubelet(server, deps, pod_config, node_name, host_ip)
+        kubelet = await new_main_kubelet(server, deps, pod_config, node_name, host_ip,
+                                         node_informer=node_informer)
     birth_cry(kubelet)
     return kubelet, pod_config
 
 
 def birth_cry(kubelet: Kubelet) -> None:
     """Upstream ``BirthCry``: the node's ``Starting`` event."""
-    kubelet.deps.recorder.event(_NodeRef(kubelet.options.node_name), NORMAL, "Starting",
+    kubelet.deps.recorder.event(node_reference(kubelet.options.node_name), NORMAL, "Starting",
                                 "Starting kubelet.")
-
-
-class _NodeRef:
-    """The node as an event's involved object (upstream ``nodeRef``)."""
-
-    def __init__(self, name: str) -> None:
-        self.metadata = _NodeMeta(name)
-
-
-class _NodeMeta:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.namespace = ""
 
 
 async def start_kubelet(kubelet: Kubelet, pod_config: PodConfig, server: KubeletServer,

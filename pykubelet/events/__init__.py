@@ -24,6 +24,8 @@ WARNING = "Warning"
 
 def describe(obj: Any) -> str:
     """``namespace/name`` of a Kubernetes object (pod, node), for logs and events."""
+    if isinstance(obj, ObjectReference):
+        return f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name
     metadata = getattr(obj, "metadata", None)
     if metadata is None:
         return str(obj)
@@ -64,12 +66,16 @@ def object_reference(obj: Any) -> ObjectReference | None:
     kind = getattr(obj, "kind", None) or type(obj).__name__.removeprefix("V1")
     name = str(metadata.name or "")
     if kind == "Node":
-        # Node events name the node in the UID too, as upstream's node reference does.
-        return ObjectReference(kind="Node", name=name, uid=name)
+        return node_reference(name)
     return ObjectReference(kind=kind, name=name, namespace=str(metadata.namespace or ""),
                            uid=str(metadata.uid or ""),
                            api_version=getattr(obj, "api_version", None) or "v1",
                            resource_version=str(metadata.resource_version or ""))
+
+
+def node_reference(node_name: str) -> ObjectReference:
+    """The node as an event's involved object (upstream ``nodeRef``: the name is the UID)."""
+    return ObjectReference(kind="Node", name=node_name, uid=node_name)
 
 
 @dataclass(frozen=True)

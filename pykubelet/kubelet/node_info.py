@@ -16,6 +16,7 @@ Allocatable comes from a callable so that the owner of node allocatable
 
 from __future__ import annotations
 
+import copy
 import os
 import platform
 import socket
@@ -160,7 +161,14 @@ class NodeView:
 
     def get_node_any_way(self) -> V1Node:
         node = self.get_node()
-        return node if node is not None else self.local.node()
+        if node is None:
+            return self.local.node()
+        if node.status is None or not node.status.allocatable:
+            # Registered, but no status written yet: what the first status will say.
+            local = self.local.node()
+            node = copy.copy(node)
+            node.status = local.status
+        return node
 
     async def node_uid(self) -> str:
         node = self.get_node()

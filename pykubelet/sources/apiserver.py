@@ -89,5 +89,8 @@ class ApiserverPodSource:
         klog.info("Watching apiserver")
         await self.reflector.run()
 
+    def stop(self) -> None:
+        """Nothing to release: cancelling ``run`` ends the watch."""
+
 
 __all__ = ["ApiserverPodSource", "node_pods_list_watch"]
