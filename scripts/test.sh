@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs everything the tests need (apt and pip),
 # runs the linters and the whole test suite, including the integration tests
-# that start a real containerd (scripts/testbed) in a temporary root.
+# that start a real containerd (scripts/testbed) in a temporary root and a
+# real Kubernetes control plane built from Debian's source package.
 # Must run as root on Debian bookworm. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 bash scripts/testbed/install.sh
+# The real control plane for the cluster-mode tests: built from Debian's
+# kubernetes source package on first use (minutes), cached afterwards.
+bash scripts/testbed/controlplane-build.sh >/dev/null
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
 
 echo "== ruff"

@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: the real containerd testbed.
+"""Shared pytest fixtures: the real containerd testbed and the real control plane.
 
 Integration tests marked ``@pytest.mark.containerd`` take the ``testbed``
 fixture. It is session-scoped because starting containerd and importing the
@@ -6,6 +6,12 @@ images costs seconds, and every test cleans up the pods it creates. If the
 testbed cannot start, the fixture raises, so those tests error out with the
 reason instead of being skipped silently: a missing runtime is a broken
 environment, not an optional feature.
+
+Tests marked ``@pytest.mark.controlplane`` take the ``control_plane`` fixture:
+one etcd, kube-apiserver, kube-controller-manager and kube-scheduler for the
+whole session (tests use names of their own and delete what they create). Its
+first use on a machine builds the binaries from Debian's source package
+(minutes, cached afterwards; scripts/testbed/controlplane-build.sh).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.controlplane import ControlPlane, ControlPlaneError, build_binaries
 from tests.testbed import Testbed, TestbedError
 
 
@@ -34,3 +41,19 @@ def testbed() -> Iterator[Testbed]:
         yield bed
     finally:
         bed.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    build_binaries()
+    plane = ControlPlane.fresh()
+    try:
+        plane.start()
+    except BaseException:
+        with contextlib.suppress(ControlPlaneError):
+            plane.stop()
+        raise
+    try:
+        yield plane
+    finally:
+        plane.stop()

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# Build a real Kubernetes control plane (and the Go kubelet) from Debian's own
+# `kubernetes` source package, for pykubelet's cluster-mode tests and demos.
+#
+# Nothing of Kubernetes is kept in this repository: the script adds a deb-src
+# entry for the Debian archive the machine already uses, fetches the source
+# package with `apt-get source` and runs upstream's own `make`. The binaries
+# are cached per package version, so only the first run on a machine pays for
+# the build (about 5 minutes on 2 cores, 2 GB of source, 1 GB of Go cache);
+# the source tree and the Go cache are removed once the binaries are copied.
+#
+#   controlplane-build.sh          build if needed; print the binary dir on stdout
+#   controlplane-build.sh --check  print the binary dir if the cache is complete,
+#                                  exit 1 otherwise (never builds or installs)
+#
+# Also installs Debian's etcd-server (the store), openssl (certificates) and,
+# when the machine has no kubectl, Debian's kubernetes-client.
+# Environment:
+#   PYKUBELET_K8S_CACHE   cache root (default /var/cache/pykubelet)
+#   PYKUBELET_K8S_WORKDIR where the source is unpacked (default /var/tmp)
+# Must run as root on Debian bookworm (apt). Quiet unless it builds or fails.
+set -euo pipefail
+
+SOURCE_PACKAGE=kubernetes
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+BUILD_PACKAGES=(golang-go make rsync dpkg-dev golang-github-modern-go-reflect2-dev)
+RUNTIME_PACKAGES=(etcd-server openssl)
+# Debian's reflect2 1.0.2: the copy vendored by Kubernetes 1.20 (v1.0.1) reads
+# Go runtime internals that changed in Go 1.18; with it the API server dies
+# after about 30 s with "fatal error: fault" while iterating a map.
+REFLECT2_DEBIAN=/usr/share/gocode/src/github.com/modern-go/reflect2
+REFLECT2_VENDOR=vendor/github.com/modern-go/reflect2
+DEB_SRC_LIST=/etc/apt/sources.list.d/pykubelet-deb-src.sources
+
+cache_root="${PYKUBELET_K8S_CACHE:-/var/cache/pykubelet}"
+work_root="${PYKUBELET_K8S_WORKDIR:-/var/tmp}"
+
+log() { echo "controlplane-build.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+apt_quiet() {
+    # apt-get with its output kept in a log that is shown only on failure;
+    # waits for the dpkg lock, since other tools may be installing too.
+    local apt_log status=0
+    apt_log="$(mktemp /tmp/pykubelet-apt.XXXXXX.log)"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@" \
+        >"$apt_log" 2>&1 || status=$?
+    if [[ $status -ne 0 ]]; then
+        tail -n 20 "$apt_log" >&2
+        log "apt-get $* failed (exit $status; full log: $apt_log)"
+        return "$status"
+    fi
+    rm -f "$apt_log"
+}
+
+apt_updated=0
+apt_update() {
+    [[ $apt_updated -eq 1 ]] && return 0
+    apt_quiet update -qq || die "apt-get update failed"
+    apt_updated=1
+}
+
+install_missing() {
+    local package status missing=()
+    for package in "$@"; do
+        status="$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)"
+        [[ "$status" == "install ok installed" ]] || missing+=("$package")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    log "installing ${missing[*]}"
+    apt_update
+    apt_quiet install -y -qq --no-install-recommends "${missing[@]}" \
+        || die "could not install ${missing[*]}"
+}
+
+have_source_index() {
+    [[ -n "$(apt-cache showsrc "$SOURCE_PACKAGE" 2>/dev/null | head -n 1)" ]]
+}
+
+write_deb_src_entry() {
+    # Mirror the machine's own Debian "deb" entries for this release as
+    # "deb-src": same archive, suites, components and keyring, nothing new.
+    local codename
+    codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
+    [[ -n "$codename" ]] || die "cannot read VERSION_CODENAME from /etc/os-release"
+    python3 - "$codename" "$DEB_SRC_LIST" <<'PY' || die "found no apt source for Debian to mirror as deb-src"
+import glob
+import sys
+
+codename, target = sys.argv[1], sys.argv[2]
+stanzas = []
+for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+    if path == target:
+        continue
+    with open(path) as f:
+        text = f.read()
+    for block in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        key = None
+        for line in block.splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            if line[0].isspace() and key:
+                fields[key] += " " + line.strip()
+                continue
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            fields[key] = value.strip()
+        if fields.get("enabled", "yes").lower() == "no":
+            continue
+        suites = [s for s in fields.get("suites", "").split() if s.split("-")[0] == codename]
+        if "deb" not in fields.get("types", "").split() or not suites:
+            continue
+        stanza = ["Types: deb-src", "URIs: " + fields["uris"], "Suites: " + " ".join(suites),
+                  "Components: " + fields.get("components", "main")]
+        if "signed-by" in fields:
+            stanza.append("Signed-By: " + fields["signed-by"])
+        stanzas.append("\n".join(stanza))
+for path in ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d/*.list"))]:
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        continue
+    for line in lines:
+        words = line.split("#", 1)[0].split()
+        if len(words) < 4 or words[0] != "deb":
+            continue
+        options = []
+        if words[1].startswith("["):
+            while not words[1].endswith("]"):
+                options.append(words.pop(1))
+            options.append(words.pop(1))
+        if len(words) < 4 or words[2].split("-")[0] != codename:
+            continue
+        opts = " ".join(options)
+        stanzas.append(" ".join(["deb-src", *([opts] if opts else []), *words[1:]]))
+if not stanzas:
+    sys.exit(1)
+if all(not s.startswith("deb-src ") for s in stanzas):
+    body = "\n\n".join(stanzas) + "\n"
+    suffix = ".sources"
+else:
+    body = "\n".join(s if s.startswith("deb-src ") else "" for s in stanzas).strip() + "\n"
+    suffix = ".list"
+# One-line entries go to a .list file, deb822 stanzas to a .sources file.
+with open(target if suffix == ".sources" else target[: -len(".sources")] + ".list", "w") as f:
+    f.write("# Written by pykubelet's scripts/testbed/controlplane-build.sh: the source\n"
+            "# counterpart of the Debian entries above, for `apt-get source kubernetes`.\n")
+    f.write(body)
+PY
+}
+
+ensure_source_index() {
+    have_source_index && return 0
+    if [[ ! -e "$DEB_SRC_LIST" && ! -e "${DEB_SRC_LIST%.sources}.list" ]]; then
+        write_deb_src_entry
+        log "added deb-src entries for this machine's Debian archive"
+    fi
+    apt_updated=0
+    apt_update
+    have_source_index || die "apt knows no source package '$SOURCE_PACKAGE' even with deb-src entries"
+}
+
+package_version() {
+    # The version apt-get source would pick: the highest one the indexes offer.
+    apt-cache showsrc "$SOURCE_PACKAGE" | awk '/^Version:/ {print $2}' \
+        | sort -u | while read -r v; do echo "$v"; done \
+        | python3 -c '
+import functools, subprocess, sys
+versions = [line.strip() for line in sys.stdin if line.strip()]
+def cmp(a, b):
+    if a == b:
+        return 0
+    lower = subprocess.run(["dpkg", "--compare-versions", a, "lt", b]).returncode == 0
+    return -1 if lower else 1
+print(sorted(versions, key=functools.cmp_to_key(cmp))[-1])
+'
+}
+
+cache_complete() {
+    local binary
+    [[ -f "$1/complete" ]] || return 1
+    for binary in "${BINARIES[@]}"; do
+        [[ -x "$1/$binary" ]] || return 1
+    done
+}
+
+build() {
+    local version="$1" bin_dir="$2" workdir srcdir build_log started
+    build_log="$cache_root/$SOURCE_PACKAGE-$version.build.log"
+    started=$SECONDS
+    mkdir -p "$work_root"
+    workdir="$(mktemp -d "$work_root/pykubelet-k8s-build.XXXXXX")"
+    # The source tree and the Go caches are large: never leave them behind.
+    trap 'rm -rf "$workdir"' EXIT
+    log "building $SOURCE_PACKAGE $version (${BINARIES[*]}); about 5 minutes on 2 cores," \
+        "log: $build_log"
+    : >"$build_log"
+    (cd "$workdir" && apt-get -o APT::Sandbox::User=root source -qq "$SOURCE_PACKAGE=$version") \
+        >>"$build_log" 2>&1 || { tail -n 20 "$build_log" >&2; die "apt-get source $SOURCE_PACKAGE=$version failed"; }
+    srcdir="$(find "$workdir" -mindepth 1 -maxdepth 1 -type d -name "$SOURCE_PACKAGE-*" | head -n 1)"
+    [[ -n "$srcdir" && -f "$srcdir/Makefile" ]] || die "no upstream tree (Makefile) unpacked in $workdir"
+    [[ -d "$srcdir/$REFLECT2_VENDOR" ]] || die "$srcdir has no $REFLECT2_VENDOR to replace"
+    [[ -f "$REFLECT2_DEBIAN/reflect2.go" ]] || die "$REFLECT2_DEBIAN missing (golang-github-modern-go-reflect2-dev)"
+    rm -rf "${srcdir:?}/$REFLECT2_VENDOR"
+    mkdir -p "$srcdir/$REFLECT2_VENDOR"
+    find "$REFLECT2_DEBIAN" -maxdepth 1 -type f -name '*.go' ! -name '*_test.go' \
+        -exec cp {} "$srcdir/$REFLECT2_VENDOR/" \;
+    find "$REFLECT2_DEBIAN" -maxdepth 1 -type f \( -name '*.s' -o -name 'LICENSE' \) \
+        -exec cp {} "$srcdir/$REFLECT2_VENDOR/" \; || true
+
+    local what="" binary
+    for binary in "${BINARIES[@]}"; do what+="cmd/$binary "; done
+    # Upstream's make (hack/lib/golang.sh) builds in GOPATH mode from vendor/
+    # and generates the OpenAPI definitions a plain `go build` lacks. Nothing
+    # may come from the network; the version stamp comes from the package.
+    local upstream_version="${version#*really}"
+    upstream_version="v${upstream_version%%-*}"
+    (
+        cd "$srcdir"
+        export GOPATH="$workdir/gopath" GOCACHE="$workdir/gocache" GOPROXY=off \
+            GOTOOLCHAIN=local GOFLAGS=-mod=vendor GO111MODULE=off \
+            KUBE_GIT_VERSION="$upstream_version" KUBE_GIT_TREE_STATE=clean \
+            KUBE_BUILD_PLATFORMS=linux/"$(go env GOARCH)"
+        make WHAT="${what% }"
+    ) >>"$build_log" 2>&1 || { tail -n 30 "$build_log" >&2; die "make failed (log: $build_log)"; }
+
+    local out
+    out="$srcdir/_output/local/bin/linux/$(go env GOARCH)"
+    mkdir -p "$bin_dir.tmp"
+    for binary in "${BINARIES[@]}"; do
+        [[ -x "$out/$binary" ]] || die "make produced no $binary in $out"
+        cp "$out/$binary" "$bin_dir.tmp/"
+    done
+    "$bin_dir.tmp/kube-apiserver" --version >"$bin_dir.tmp/version" 2>&1 \
+        || die "the built kube-apiserver does not run"
+    echo "$version" >"$bin_dir.tmp/complete"
+    rm -rf "$bin_dir"
+    mv "$bin_dir.tmp" "$bin_dir"
+    rm -rf "$workdir"
+    trap - EXIT
+    log "built $(cat "$bin_dir/version") in $((SECONDS - started)) s into $bin_dir"
+}
+
+main() {
+    local check_only=0
+    case "${1:-}" in
+        "") ;;
+        --check) check_only=1 ;;
+        *) die "usage: $0 [--check]" ;;
+    esac
+    if [[ $check_only -eq 1 ]]; then
+        local dir
+        for dir in "$cache_root/$SOURCE_PACKAGE"-*/; do
+            cache_complete "${dir%/}" && { echo "${dir%/}"; return 0; }
+        done
+        return 1
+    fi
+
+    [[ $EUID -eq 0 ]] || die "must run as root (apt-get)"
+    command -v apt-get >/dev/null || die "apt-get not found; this script supports Debian bookworm"
+    install_missing "${RUNTIME_PACKAGES[@]}"
+    if ! command -v kubectl >/dev/null; then
+        install_missing kubernetes-client
+    fi
+    ensure_source_index
+    local version bin_dir
+    version="$(package_version)"
+    [[ -n "$version" ]] || die "cannot tell the version of source package $SOURCE_PACKAGE"
+    bin_dir="$cache_root/$SOURCE_PACKAGE-$version"
+    mkdir -p "$cache_root"
+    if ! cache_complete "$bin_dir"; then
+        # Several checkouts on one machine may ask at once: one builds, the
+        # others wait for it and then find the cache.
+        exec 9>"$cache_root/$SOURCE_PACKAGE-$version.lock"
+        flock 9
+        if ! cache_complete "$bin_dir"; then
+            install_missing "${BUILD_PACKAGES[@]}"
+            build "$version" "$bin_dir"
+        fi
+        flock -u 9
+    fi
+    echo "$bin_dir"
+}
+
+main "$@"

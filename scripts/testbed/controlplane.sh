@@ -1,0 +1,519 @@
+#!/usr/bin/env bash
+# A throw-away Kubernetes control plane for pykubelet's cluster-mode tests and
+# demos: Debian's etcd 3.4 and the kube-apiserver, kube-controller-manager and
+# kube-scheduler that controlplane-build.sh builds from Debian's source package.
+#
+# Everything lives under DIR; every component listens on 127.0.0.1 on ports
+# the kernel hands out at start, so several control planes can run at once.
+# All traffic is TLS with certificates from a CA generated under DIR/pki:
+#   DIR/env                  shell-sourceable facts: ports, URLs, file paths
+#   DIR/admin.kubeconfig     cluster admin (O=system:masters)
+#   DIR/pki/                 ca.crt/ca.key (also the CSR signer), sa.key/sa.pub,
+#                            serving and client certificates of the components
+#   DIR/logs/COMPONENT.log   DIR/run/COMPONENT.pid   DIR/etcd (data)
+#   DIR/nodes/NAME.kubeconfig  node credentials (node-credentials)
+#   DIR/bootstrap.kubeconfig   bootstrap token credentials (bootstrap-kubeconfig)
+#
+# Usage:
+#   controlplane.sh start DIR                  start everything, wait until ready
+#   controlplane.sh stop DIR                   stop everything and delete DIR
+#   controlplane.sh status DIR                 exit 0 when every component is up
+#   controlplane.sh node-credentials DIR NAME  print the path of a kubeconfig
+#                                              for CN=system:node:NAME, O=system:nodes
+#   controlplane.sh bootstrap-kubeconfig DIR   print the path of a kubeconfig with a
+#                                              bootstrap token allowed to get a kubelet
+#                                              client certificate through a CSR
+# Environment: PYKUBELET_K8S_BIN_DIR (default: the cache controlplane-build.sh fills),
+#   PYKUBELET_CONTROLPLANE_READY_TIMEOUT (seconds, default 120).
+set -euo pipefail
+
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+READY_TIMEOUT=${PYKUBELET_CONTROLPLANE_READY_TIMEOUT:-120}
+STOP_TIMEOUT=15
+SERVICE_CLUSTER_IP_RANGE=10.96.0.0/16
+SERVICE_CLUSTER_IP=10.96.0.1  # the first address: the kubernetes Service
+SERVICE_ACCOUNT_ISSUER=https://kubernetes.default.svc.cluster.local
+CERT_DAYS=3650
+MARKER=.pykubelet-controlplane
+# The group kubeadm puts its node bootstrap tokens in, and the bindings it
+# creates for it: the same names, so that what works here works on kubeadm.
+BOOTSTRAP_GROUP=system:bootstrappers:kubeadm:default-node-token
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+log() { echo "controlplane.sh: $*" >&2; }
+
+show_log() {
+    local component="$1" file
+    file="$dir/logs/$component.log"
+    [[ -s "$file" ]] || return 0
+    log "last lines of $file:"
+    tail -n 25 "$file" >&2
+}
+
+die() {
+    log "error: $*"
+    exit 1
+}
+
+usage() {
+    die "usage: $0 start|stop|status DIR | node-credentials DIR NAME | bootstrap-kubeconfig DIR"
+}
+
+absolute_dir() {
+    local path="$1"
+    [[ "$path" == /* ]] || path="$PWD/$path"
+    path="$(echo "$path" | sed -e 's#//*#/#g' -e 's#/$##')"
+    [[ -n "$path" && "$path" != / ]] || die "refusing to use / as the control plane directory"
+    echo "$path"
+}
+
+find_bin_dir() {
+    if [[ -n "${PYKUBELET_K8S_BIN_DIR:-}" ]]; then
+        echo "$PYKUBELET_K8S_BIN_DIR"
+        return
+    fi
+    "$here/controlplane-build.sh" --check \
+        || die "no Kubernetes binaries built yet: run scripts/testbed/controlplane-build.sh (as root)"
+}
+
+# --- processes ---------------------------------------------------------------
+
+component_pid() {
+    # The pid of COMPONENT if it is running, from its pid file; the command
+    # line must name DIR, so a recycled pid is never taken for ours.
+    local pid_file="$dir/run/$1.pid" pid
+    [[ -s "$pid_file" ]] || return 1
+    pid="$(cat "$pid_file")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$dir/" || return 1
+    echo "$pid"
+}
+
+launch() {
+    # Run a component in its own session (a Ctrl-C aimed at whoever called
+    # start must not take the control plane down before its stop runs).
+    local component="$1"
+    shift
+    setsid "$@" >>"$dir/logs/$component.log" 2>&1 </dev/null &
+    echo $! >"$dir/run/$component.pid"
+}
+
+stop_pid() {
+    local pid="$1" waited=0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    while kill -0 "$pid" 2>/dev/null; do
+        if ((waited >= STOP_TIMEOUT * 10)); then
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+}
+
+stop_components() {
+    local index pid proc
+    for ((index = ${#COMPONENTS[@]} - 1; index >= 0; index--)); do
+        if pid="$(component_pid "${COMPONENTS[$index]}")"; then
+            stop_pid "$pid"
+        fi
+    done
+    # A component still running from DIR without its pid file (a start
+    # interrupted at the wrong moment): one of ours by name, with DIR in its
+    # arguments.
+    local args program
+    for proc in /proc/[0-9]*; do
+        pid="${proc#/proc/}"
+        args="$(tr '\0' '\n' 2>/dev/null <"$proc/cmdline")" || continue
+        program="$(basename "$(head -n 1 <<<"$args")" 2>/dev/null)" || continue
+        [[ " ${COMPONENTS[*]} " == *" $program "* ]] || continue
+        grep -qF -- "$dir/" <<<"$args" && stop_pid "$pid"
+    done
+}
+
+# --- waiting -----------------------------------------------------------------
+
+wait_ready() {
+    # wait_ready COMPONENT URL PATTERN CURL-ARGS...: poll URL until its body
+    # matches the glob PATTERN; fail at once when the component exits, and with its
+    # log when the time is up.
+    local component="$1" url="$2" expected="$3" deadline body
+    shift 3
+    deadline=$((SECONDS + READY_TIMEOUT))
+    while true; do
+        if ! component_pid "$component" >/dev/null; then
+            show_log "$component"
+            die "$component exited during start-up"
+        fi
+        body="$(curl -sS --max-time 5 "$@" "$url" 2>/dev/null || true)"
+        # shellcheck disable=SC2053
+        [[ "$body" == $expected ]] && return 0
+        if ((SECONDS >= deadline)); then
+            show_log "$component"
+            die "$component not ready at $url after ${READY_TIMEOUT}s (last answer: ${body:-none})"
+        fi
+        sleep 0.5
+    done
+}
+
+# --- certificates ------------------------------------------------------------
+
+new_key() {
+    openssl ecparam -name prime256v1 -genkey -noout -out "$1" 2>/dev/null
+    chmod 600 "$1"
+}
+
+new_ca() {
+    local pki="$1"
+    new_key "$pki/ca.key"
+    openssl req -x509 -new -sha256 -key "$pki/ca.key" -days "$CERT_DAYS" \
+        -subj "/CN=pykubelet-testbed-ca-$(basename "$dir")" \
+        -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+        -out "$pki/ca.crt" 2>/dev/null || die "openssl could not create the CA"
+}
+
+issue_cert() {
+    # issue_cert PREFIX SUBJECT USAGE [SAN...]: PREFIX.key and PREFIX.crt signed
+    # by the CA; USAGE is serverAuth, clientAuth or serverAuth,clientAuth.
+    local prefix="$1" subject="$2" usage="$3" pki="$dir/pki" ext sans=""
+    shift 3
+    new_key "$prefix.key"
+    ext="$(mktemp "$dir/pki/ext.XXXXXX")"
+    {
+        echo "basicConstraints=critical,CA:FALSE"
+        echo "keyUsage=critical,digitalSignature,keyEncipherment"
+        echo "extendedKeyUsage=$usage"
+        if [[ $# -gt 0 ]]; then
+            sans="$(IFS=,; echo "$*")"
+            echo "subjectAltName=$sans"
+        fi
+    } >"$ext"
+    openssl req -new -key "$prefix.key" -subj "$subject" 2>/dev/null \
+        | openssl x509 -req -sha256 -days "$CERT_DAYS" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+            -set_serial "0x$(openssl rand -hex 16)" -extfile "$ext" -out "$prefix.crt" 2>/dev/null \
+        || { rm -f "$ext"; die "openssl could not issue a certificate for $subject"; }
+    rm -f "$ext"
+}
+
+b64() { base64 -w0 <"$1"; }
+
+write_kubeconfig() {
+    # write_kubeconfig FILE USER (cert KEYPREFIX | token TOKEN)
+    local file="$1" user="$2" kind="$3" credential="$4" auth
+    if [[ "$kind" == cert ]]; then
+        auth="    client-certificate-data: $(b64 "$credential.crt")
+    client-key-data: $(b64 "$credential.key")"
+    else
+        auth="    token: $credential"
+    fi
+    cat >"$file.partial" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: pykubelet-testbed
+  cluster:
+    server: $APISERVER_URL
+    certificate-authority-data: $(b64 "$dir/pki/ca.crt")
+users:
+- name: $user
+  user:
+$auth
+contexts:
+- name: $user@pykubelet-testbed
+  context:
+    cluster: pykubelet-testbed
+    user: $user
+current-context: $user@pykubelet-testbed
+EOF
+    chmod 600 "$file.partial"
+    mv "$file.partial" "$file"
+}
+
+free_ports() {
+    # N distinct ports the kernel considers free right now on 127.0.0.1.
+    python3 - "$1" <<'PY'
+import socket
+import sys
+
+sockets = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    sockets.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in sockets))
+PY
+}
+
+# --- commands ----------------------------------------------------------------
+
+load_env() {
+    [[ -s "$dir/env" ]] || die "$dir/env missing: is a control plane started in $dir?"
+    # shellcheck disable=SC1091
+    source "$dir/env"
+}
+
+cmd_status() {
+    local component
+    [[ -s "$dir/env" ]] || return 1
+    for component in "${COMPONENTS[@]}"; do
+        component_pid "$component" >/dev/null || { log "$component is not running"; return 1; }
+    done
+    load_env
+    [[ "$(curl -sS --max-time 5 --cacert "$CA_CERT" "$APISERVER_URL/readyz" 2>/dev/null)" == ok ]] \
+        || { log "kube-apiserver at $APISERVER_URL is not ready"; return 1; }
+    cat "$dir/env"
+}
+
+cmd_start() {
+    local bin_dir
+    bin_dir="$(find_bin_dir)"
+    local binary
+    for binary in kube-apiserver kube-controller-manager kube-scheduler; do
+        [[ -x "$bin_dir/$binary" ]] || die "$bin_dir/$binary missing: run controlplane-build.sh"
+    done
+    command -v etcd >/dev/null || die "etcd missing: run controlplane-build.sh (installs etcd-server)"
+    for binary in openssl curl python3; do
+        command -v "$binary" >/dev/null || die "$binary missing"
+    done
+
+    if cmd_status >/dev/null 2>&1; then
+        log "already running in $dir"
+        return 0
+    fi
+    if [[ -e "$dir" ]]; then
+        [[ -e "$dir/$MARKER" || -z "$(ls -A "$dir")" ]] \
+            || die "$dir exists and is not a control plane directory"
+        stop_components
+        rm -rf "$dir"
+    fi
+    mkdir -p "$dir/pki" "$dir/logs" "$dir/run" "$dir/nodes" "$dir/etcd"
+    chmod 700 "$dir/pki" "$dir/etcd"
+    touch "$dir/$MARKER"
+    # Stop whatever did start when start-up fails; the logs stay in DIR for
+    # the caller (whose stop deletes it).
+    trap 'status=$?; if [[ $status -ne 0 ]]; then stop_components; fi; exit $status' EXIT
+
+    local etcd_port etcd_peer_port apiserver_port kcm_port scheduler_port
+    read -r etcd_port etcd_peer_port apiserver_port kcm_port scheduler_port <<<"$(free_ports 5)"
+    APISERVER_URL="https://127.0.0.1:$apiserver_port"
+    local pki="$dir/pki" etcd_url="https://127.0.0.1:$etcd_port"
+
+    new_ca "$pki"
+    openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null || die "openssl could not create sa.key"
+    chmod 600 "$pki/sa.key"
+    openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+    issue_cert "$pki/etcd-server" "/CN=etcd-server" serverAuth "IP:127.0.0.1" "DNS:localhost"
+    issue_cert "$pki/apiserver-etcd-client" "/O=system:masters/CN=kube-apiserver-etcd-client" clientAuth
+    issue_cert "$pki/apiserver" "/CN=kube-apiserver" serverAuth \
+        "IP:127.0.0.1" "IP:$SERVICE_CLUSTER_IP" "DNS:localhost" "DNS:kubernetes" \
+        "DNS:kubernetes.default" "DNS:kubernetes.default.svc" \
+        "DNS:kubernetes.default.svc.cluster.local"
+    issue_cert "$pki/apiserver-kubelet-client" \
+        "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+    issue_cert "$pki/admin" "/O=system:masters/CN=kubernetes-admin" clientAuth
+    issue_cert "$pki/controller-manager" "/CN=system:kube-controller-manager" clientAuth
+    issue_cert "$pki/scheduler" "/CN=system:kube-scheduler" clientAuth
+    write_kubeconfig "$dir/admin.kubeconfig" kubernetes-admin cert "$pki/admin"
+    write_kubeconfig "$dir/controller-manager.kubeconfig" system:kube-controller-manager \
+        cert "$pki/controller-manager"
+    write_kubeconfig "$dir/scheduler.kubeconfig" system:kube-scheduler cert "$pki/scheduler"
+
+    launch etcd etcd --name default --data-dir "$dir/etcd" \
+        --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+        --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+        --initial-cluster "default=http://127.0.0.1:$etcd_peer_port" \
+        --cert-file="$pki/etcd-server.crt" --key-file="$pki/etcd-server.key" \
+        --client-cert-auth --trusted-ca-file="$pki/ca.crt" --logger=zap
+    wait_ready etcd "$etcd_url/health" '*"health":"true"*' --cacert "$pki/ca.crt" \
+        --cert "$pki/apiserver-etcd-client.crt" --key "$pki/apiserver-etcd-client.key"
+
+    launch kube-apiserver "$bin_dir/kube-apiserver" \
+        --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+        --secure-port="$apiserver_port" --insecure-port=0 \
+        --etcd-servers="$etcd_url" --etcd-cafile="$pki/ca.crt" \
+        --etcd-certfile="$pki/apiserver-etcd-client.crt" \
+        --etcd-keyfile="$pki/apiserver-etcd-client.key" \
+        --cert-dir="$pki" \
+        --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+        --client-ca-file="$pki/ca.crt" \
+        --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" \
+        --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
+        --kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP \
+        --service-account-key-file="$pki/sa.pub" \
+        --service-account-signing-key-file="$pki/sa.key" \
+        --service-account-issuer="$SERVICE_ACCOUNT_ISSUER" \
+        --service-cluster-ip-range="$SERVICE_CLUSTER_IP_RANGE" \
+        --authorization-mode=Node,RBAC \
+        --enable-admission-plugins=NodeRestriction \
+        --enable-bootstrap-token-auth=true \
+        --allow-privileged=true \
+        --endpoint-reconciler-type=none \
+        --feature-gates=BoundServiceAccountTokenVolume=true \
+        --profiling=false --v=1
+    wait_ready kube-apiserver "$APISERVER_URL/readyz" ok --cacert "$pki/ca.crt"
+
+    launch kube-controller-manager "$bin_dir/kube-controller-manager" \
+        --kubeconfig="$dir/controller-manager.kubeconfig" \
+        --authentication-kubeconfig="$dir/controller-manager.kubeconfig" \
+        --authorization-kubeconfig="$dir/controller-manager.kubeconfig" \
+        --bind-address=127.0.0.1 --secure-port="$kcm_port" --port=0 \
+        --cert-dir="$dir/pki/controller-manager-serving" \
+        --client-ca-file="$pki/ca.crt" \
+        --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+        --root-ca-file="$pki/ca.crt" \
+        --service-account-private-key-file="$pki/sa.key" \
+        --use-service-account-credentials=true \
+        --service-cluster-ip-range="$SERVICE_CLUSTER_IP_RANGE" \
+        --allocate-node-cidrs=false \
+        --controllers='*,bootstrapsigner,tokencleaner' \
+        --leader-elect=false --profiling=false --v=1
+    launch kube-scheduler "$bin_dir/kube-scheduler" \
+        --kubeconfig="$dir/scheduler.kubeconfig" \
+        --authentication-kubeconfig="$dir/scheduler.kubeconfig" \
+        --authorization-kubeconfig="$dir/scheduler.kubeconfig" \
+        --bind-address=127.0.0.1 --secure-port="$scheduler_port" --port=0 \
+        --cert-dir="$dir/pki/scheduler-serving" \
+        --leader-elect=false --profiling=false --v=1
+    wait_ready kube-controller-manager "https://127.0.0.1:$kcm_port/healthz" ok --insecure
+    wait_ready kube-scheduler "https://127.0.0.1:$scheduler_port/healthz" ok --insecure
+
+    cat >"$dir/env.partial" <<EOF
+# Generated by scripts/testbed/controlplane.sh start.
+CONTROLPLANE_DIR=$dir
+KUBERNETES_BIN_DIR=$bin_dir
+KUBERNETES_VERSION=$("$bin_dir/kube-apiserver" --version | awk '{print $2}')
+APISERVER_URL=$APISERVER_URL
+APISERVER_PORT=$apiserver_port
+ETCD_URL=$etcd_url
+ETCD_PORT=$etcd_port
+ETCD_PEER_PORT=$etcd_peer_port
+CONTROLLER_MANAGER_PORT=$kcm_port
+SCHEDULER_PORT=$scheduler_port
+ADMIN_KUBECONFIG=$dir/admin.kubeconfig
+CA_CERT=$pki/ca.crt
+CA_KEY=$pki/ca.key
+APISERVER_KUBELET_CLIENT_CERT=$pki/apiserver-kubelet-client.crt
+SERVICE_CLUSTER_IP_RANGE=$SERVICE_CLUSTER_IP_RANGE
+SERVICE_ACCOUNT_ISSUER=$SERVICE_ACCOUNT_ISSUER
+EOF
+    mv "$dir/env.partial" "$dir/env"
+    trap - EXIT
+    cat "$dir/env"
+}
+
+cmd_stop() {
+    [[ -e "$dir" ]] || return 0
+    [[ -e "$dir/$MARKER" || -z "$(ls -A "$dir")" ]] \
+        || die "$dir is not a control plane directory; not deleting it"
+    stop_components
+    rm -rf "$dir"
+}
+
+valid_node_name() {
+    # A DNS-1123 subdomain, as Node names must be.
+    [[ ${#1} -le 253 && "$1" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$ ]]
+}
+
+cmd_node_credentials() {
+    local name="$1" prefix
+    valid_node_name "$name" || die "node name '$name' is not a DNS-1123 subdomain"
+    load_env
+    prefix="$dir/nodes/$name"
+    if [[ ! -s "$prefix.kubeconfig" ]]; then
+        issue_cert "$prefix" "/O=system:nodes/CN=system:node:$name" clientAuth
+        write_kubeconfig "$prefix.kubeconfig" "system:node:$name" cert "$prefix"
+    fi
+    echo "$prefix.kubeconfig"
+}
+
+cmd_bootstrap_kubeconfig() {
+    load_env
+    local file="$dir/bootstrap.kubeconfig" token_id token_secret
+    if [[ -s "$file" ]]; then
+        echo "$file"
+        return 0
+    fi
+    command -v kubectl >/dev/null || die "kubectl missing: run controlplane-build.sh"
+    # A bootstrap token is "<6 chars>.<16 chars>" of [a-z0-9].
+    token_id="$(openssl rand -hex 3)"
+    token_secret="$(openssl rand -hex 8)"
+    kubectl --kubeconfig "$ADMIN_KUBECONFIG" apply -f - >/dev/null <<EOF || die "could not create the bootstrap token and its RBAC bindings"
+apiVersion: v1
+kind: Secret
+metadata:
+  name: bootstrap-token-$token_id
+  namespace: kube-system
+type: bootstrap.kubernetes.io/token
+stringData:
+  description: pykubelet testbed node bootstrap token
+  token-id: "$token_id"
+  token-secret: "$token_secret"
+  usage-bootstrap-authentication: "true"
+  usage-bootstrap-signing: "true"
+  auth-extra-groups: $BOOTSTRAP_GROUP
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:kubelet-bootstrap
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:node-bootstrapper
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: $BOOTSTRAP_GROUP
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:node-autoapprove-bootstrap
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:certificates.k8s.io:certificatesigningrequests:nodeclient
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: $BOOTSTRAP_GROUP
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:node-autoapprove-certificate-rotation
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:certificates.k8s.io:certificatesigningrequests:selfnodeclient
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: system:nodes
+EOF
+    write_kubeconfig "$file" "kubelet-bootstrap" token "$token_id.$token_secret"
+    echo "$file"
+}
+
+main() {
+    [[ $# -ge 2 ]] || usage
+    local command="$1"
+    dir="$(absolute_dir "$2")"
+    case "$command" in
+        start)
+            [[ $# -eq 2 ]] || usage
+            [[ $EUID -eq 0 ]] || die "must run as root"
+            cmd_start
+            ;;
+        stop) [[ $# -eq 2 ]] || usage; cmd_stop ;;
+        status) [[ $# -eq 2 ]] || usage; cmd_status ;;
+        node-credentials) [[ $# -eq 3 ]] || usage; cmd_node_credentials "$3" ;;
+        bootstrap-kubeconfig) [[ $# -eq 2 ]] || usage; cmd_bootstrap_kubeconfig ;;
+        *) usage ;;
+    esac
+}
+
+main "$@"
