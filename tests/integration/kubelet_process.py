@@ -38,9 +38,10 @@ class KubeletProcess:
     """One pykubelet with its own root, log dir, manifests dir and ports."""
 
     def __init__(self, base: Path, endpoint: str, extra_config: dict[str, Any] | None = None,
-                 extra_args: list[str] | None = None, ports: tuple[int, int] | None = None
-                 ) -> None:
+                 extra_args: list[str] | None = None, ports: tuple[int, int] | None = None,
+                 node_name: str = NODE_NAME) -> None:
         self.base = base
+        self.node_name = node_name
         self.endpoint = endpoint
         self.manifests = base / "manifests"
         self.root = base / "root"
@@ -73,7 +74,7 @@ class KubeletProcess:
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pykubelet", "--config", str(self.config_path),
-             "--root-dir", str(self.root), "--hostname-override", NODE_NAME,
+             "--root-dir", str(self.root), "--hostname-override", self.node_name,
              "--node-ip", "127.0.0.1", "--v=4", *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -137,7 +138,7 @@ class KubeletProcess:
         return items
 
     def pod(self, name: str) -> dict[str, Any] | None:
-        full = f"{name}-{NODE_NAME}"
+        full = f"{name}-{self.node_name}"
         return next((p for p in self.pods() if p["metadata"]["name"] == full), None)
 
     def status(self, name: str) -> dict[str, Any]:
