@@ -60,7 +60,7 @@ from pykubelet.status.generate import (
     pod_uid,
     stamp_transition_time,
 )
-from pykubelet.status.patch import pod_status_patch, status_wire
+from pykubelet.status.patch import Path, dropped_fields, pod_status_patch, status_wire
 from pykubelet.util import klog
 
 # Upstream's budget for all termination messages of one pod, shared between its containers.
@@ -142,6 +142,9 @@ class StatusManager:
         # (the mirror pod's for a static pod).
         self._api_versions: dict[str, int] = {}
         self._changed = asyncio.Event()
+        # Status fields the API server turned out not to keep (it is older than
+        # the kubelet): left out of comparisons so they are not rewritten forever.
+        self._server_drops: set[Path] = set()
         self.requests = 0
 
     def get_pod_status(self, uid: str) -> V1PodStatus | None:
@@ -322,7 +325,7 @@ class StatusManager:
 
         merged = merge_pod_status(pod.status, cached.status,
                                   self._delay_terminal(uid, pod, cached))
-        patch, unchanged = pod_status_patch(api_uid, pod.status, merged)
+        patch, unchanged = pod_status_patch(api_uid, pod.status, merged, self._server_drops)
         if unchanged:
             klog.v(3).info("Status for pod is up-to-date", pod=pod_ref(pod),
                            statusVersion=cached.version)
@@ -333,6 +336,13 @@ class StatusManager:
             pod = await self._sink.patch_pod_status(namespace, name, patch)
             klog.v(3).info("Status for pod updated successfully", pod=pod_ref(pod),
                            statusVersion=cached.version)
+            dropped = dropped_fields(status_wire(merged, self._server_drops),
+                                     status_wire(pod.status))
+            if dropped - self._server_drops:
+                klog.info("The API server does not keep these pod status fields; not "
+                          "comparing them any more",
+                          fields=",".join(sorted(".".join(p) for p in dropped)))
+                self._server_drops |= dropped
         self._api_versions[api_uid] = cached.version
 
         if self._can_be_deleted(pod, cached):
@@ -371,7 +381,7 @@ class StatusManager:
             pod = mirror
         api_status = copy.deepcopy(pod.status) if pod.status is not None else V1PodStatus()
         normalize_status(pod, api_status)
-        if is_pod_status_by_kubelet_equal(api_status, status):
+        if is_pod_status_by_kubelet_equal(api_status, status, self._server_drops):
             return False
         klog.v(3).info("Pod status is inconsistent with cached status for pod, a reconciliation "
                        "should be triggered", pod=pod_ref(pod))
@@ -542,7 +552,8 @@ def merge_pod_status(api_status: V1PodStatus | None, status: V1PodStatus,
     return merged
 
 
-def is_pod_status_by_kubelet_equal(api_status: V1PodStatus, status: V1PodStatus) -> bool:
+def is_pod_status_by_kubelet_equal(api_status: V1PodStatus, status: V1PodStatus,
+                                   ignored: frozenset[Path] | set[Path] = frozenset()) -> bool:
     """Equal as far as the kubelet is concerned: its conditions by status, reason and message
     (not times), everything else by value; conditions owned by others are ignored."""
     by_type = {c.type: c for c in api_status.conditions or []}
@@ -554,7 +565,7 @@ def is_pod_status_by_kubelet_equal(api_status: V1PodStatus, status: V1PodStatus)
                 return False
     api_copy = copy.copy(api_status)
     api_copy.conditions = status.conditions
-    return bool(status_wire(api_copy) == status_wire(status))
+    return bool(status_wire(api_copy, ignored) == status_wire(status, ignored))
 
 
 def has_pod_initialized(pod: V1Pod, status: V1PodStatus) -> bool:

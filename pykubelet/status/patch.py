@@ -49,10 +49,46 @@ def _empty(value: Any) -> bool:
     return value is None or value == "" or value == [] or value == {}
 
 
-def status_wire(status: V1PodStatus | None) -> dict[str, Any]:
-    """The pod status as the API server would serialise it."""
+Path = tuple[str, ...]
+# Container status lists: fields inside their items are tracked per list ("*" is any item).
+_CONTAINER_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+
+
+def status_wire(status: V1PodStatus | None,
+                ignored: frozenset[Path] | set[Path] = frozenset()) -> dict[str, Any]:
+    """The pod status as the API server would serialise it, without ``ignored`` fields."""
     wire = prune(to_dict(status)) if status is not None else {}
-    return wire if isinstance(wire, dict) else {}
+    if not isinstance(wire, dict):
+        return {}
+    for path in ignored:
+        if len(path) == 1:
+            wire.pop(path[0], None)
+        elif len(path) == 3 and path[1] == "*":
+            for item in wire.get(path[0]) or []:
+                if isinstance(item, dict):
+                    item.pop(path[2], None)
+    return wire
+
+
+def dropped_fields(sent: dict[str, Any], stored: dict[str, Any]) -> set[Path]:
+    """Fields of a written status that the server did not keep: ones it does not know.
+
+    The kubelet may be newer than the API server (pykubelet speaks today's pod
+    status to a 1.20 server); a field the server drops would otherwise look
+    changed forever and be written again on every check.
+    """
+    dropped: set[Path] = set()
+    for key, value in sent.items():
+        if key not in stored:
+            dropped.add((key,))
+        elif key in _CONTAINER_LISTS and isinstance(value, list):
+            stored_by_name = {item.get("name"): item for item in stored[key]
+                              if isinstance(item, dict)}
+            for item in value:
+                other = stored_by_name.get(item.get("name")) if isinstance(item, dict) else None
+                if other is not None:
+                    dropped.update((key, "*", field) for field in item if field not in other)
+    return dropped
 
 
 def _diff_maps(original: dict[str, Any], modified: dict[str, Any],
@@ -96,14 +132,20 @@ def _diff_merge_list(name: str, original: list[Any], modified: list[Any],
     return {f"$setElementOrder/{name}": [{merge_key: key} for key in new_keys], name: changes}
 
 
-def pod_status_patch(uid: str, original: V1PodStatus | None,
-                     modified: V1PodStatus) -> tuple[dict[str, Any], bool]:
-    """The strategic merge patch from ``original`` to ``modified``; True when it changes nothing."""
-    status = _diff_maps(status_wire(original), status_wire(modified), POD_STATUS_MERGE_KEYS)
+def pod_status_patch(uid: str, original: V1PodStatus | None, modified: V1PodStatus,
+                     ignored: frozenset[Path] | set[Path] = frozenset()
+                     ) -> tuple[dict[str, Any], bool]:
+    """The strategic merge patch from ``original`` to ``modified``; True when it changes nothing.
+
+    ``ignored`` fields (ones the server drops) are left out of both sides.
+    """
+    status = _diff_maps(status_wire(original, ignored), status_wire(modified, ignored),
+                        POD_STATUS_MERGE_KEYS)
     patch: dict[str, Any] = {"metadata": {"uid": uid}}
     if status:
         patch["status"] = status
     return patch, not status
 
 
-__all__ = ["POD_STATUS_MERGE_KEYS", "pod_status_patch", "prune", "status_wire"]
+__all__ = ["POD_STATUS_MERGE_KEYS", "dropped_fields", "pod_status_patch", "prune",
+           "status_wire"]

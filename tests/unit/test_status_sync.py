@@ -65,6 +65,8 @@ class FakeApi:
         self.gets = self.patches = self.deletes = 0
         self.fail = False
         self.last_patch: dict[str, Any] = {}
+        # Status fields this (older) server does not know and silently drops.
+        self.unknown_fields: set[str] = set()
 
     def store(self, pod: V1Pod) -> None:
         self.pods[(pod.metadata.namespace, pod.metadata.name)] = prune(to_dict(pod))
@@ -87,6 +89,8 @@ class FakeApi:
         assert patch["metadata"]["uid"] == stored["metadata"]["uid"], "UID precondition"
         stored["status"] = apply_patch(stored.get("status") or {}, patch.get("status") or {},
                                        POD_STATUS_MERGE_KEYS)
+        for field in self.unknown_fields:
+            stored["status"].pop(field, None)
         return pod_from_dict(copy.deepcopy(stored))
 
     async def delete_pod(self, namespace: str, name: str, uid: str) -> None:
@@ -278,3 +282,15 @@ def test_the_patch_turns_the_servers_status_into_the_kubelets() -> None:
     assert not unchanged
     assert apply_patch(status_wire(before), patch["status"], POD_STATUS_MERGE_KEYS) == \
         status_wire(after)
+
+
+async def test_fields_an_older_server_drops_are_not_written_again_and_again() -> None:
+    pod, api, pods, manager = setup()
+    api.unknown_fields = {"hostIPs"}  # a 1.20 API server has no status.hostIPs
+    manager.set_pod_status(pod, running(pod))
+    await manager.sync_batch(all_pods=False)
+    assert "hostIPs" in api.last_patch["status"]
+    pods.update_pod(api.pod())
+    for _ in range(3):
+        assert await manager.sync_batch(all_pods=True) == 0
+    assert (api.gets, api.patches) == (1, 1)
