@@ -65,10 +65,10 @@ class LeaseRenewer(threading.Thread):
         self._kubeconfig = kubeconfig
         self._node = node
         self._node_uid = node_uid
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
         self.join(15)
 
     def run(self) -> None:
@@ -78,7 +78,7 @@ class LeaseRenewer(threading.Thread):
         api_client = await config.new_client_from_config(str(self._kubeconfig))
         leases = client.CoordinationV1Api(api_client)
         try:
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 body = {"metadata": {"name": self._node, "namespace": "kube-node-lease",
                                      "ownerReferences": [{"apiVersion": "v1", "kind": "Node",
                                                           "name": self._node,
@@ -96,7 +96,7 @@ class LeaseRenewer(threading.Thread):
                                                              from_dict(body, client.V1Lease))
                 except Exception:  # the API server may be down on purpose; try again later
                     pass
-                await asyncio.to_thread(self._stop.wait, LEASE_RENEW_PERIOD)
+                await asyncio.to_thread(self._stopping.wait, LEASE_RENEW_PERIOD)
         finally:
             await api_client.close()
 

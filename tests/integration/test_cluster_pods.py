@@ -118,11 +118,15 @@ def test_a_pod_created_through_the_api_runs_and_reports_its_phases(cluster: Clus
     name = unique("job")
     cluster.create(name, "sleep 4; echo done", restart_policy="Never")
     seen: list[str] = []
+    running_ip: list[str] = []
 
     def finished() -> bool:
-        current = cluster.phase(name)
+        status = (cluster.pod(name) or {}).get("status") or {}
+        current = status.get("phase")
         if current and (not seen or seen[-1] != current):
             seen.append(current)
+        if current == "Running" and status.get("podIP"):
+            running_ip.append(status["podIP"])
         return current == "Succeeded"
 
     wait_until(finished, 90, f"pod {name} Succeeded", interval=0.2,
@@ -140,7 +144,7 @@ def test_a_pod_created_through_the_api_runs_and_reports_its_phases(cluster: Clus
         "False", "PodCompleted")
     assert conditions["PodScheduled"]["status"] == "True"
     assert pod["status"]["hostIP"] == "127.0.0.1"
-    assert pod["status"]["podIP"]
+    assert running_ip, "no podIP reported while Running"
     # The events a user expects from a kubelet, through kubectl get events.
     wait_until(lambda: {e["reason"] for e in cluster.events(name)}
                >= {"Pulled", "Created", "Started"}, 30, "Pulled/Created/Started events")
