@@ -31,7 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from pykubelet.cmd.apiclient_standin import build_api_client
-from pykubelet.config import fields_not_acted_on
+from pykubelet.cmd.options import not_acted_on
 from pykubelet.config.codec import configz_body
 from pykubelet.config.server import KubeletServer
 from pykubelet.cri.image import RemoteImageService
@@ -111,10 +111,10 @@ async def run(server: KubeletServer, deps: Dependencies, stopping: asyncio.Event
         if not acquired:
             return  # stopped while waiting for the lock: nothing was started
         init_configz(server)
-        unimplemented = fields_not_acted_on(server.config_file_keys)
+        unimplemented = not_acted_on(server)
         if unimplemented:
-            klog.warning("Configuration fields accepted but not acted on by pykubelet yet",
-                         fields=",".join(sorted(unimplemented)))
+            klog.warning("Configuration fields and flags accepted but not acted on by pykubelet "
+                         "yet", fields=",".join(unimplemented))
         if server.flags.kubeconfig:
             # The API clients (main, events, heartbeat) are built here in cluster mode.
             with startup_step("building the API clients"):

@@ -292,6 +292,7 @@ class Kubelet:
             readiness_updates=self.probe_manager.readiness.updates(),
             startup_updates=self.probe_manager.startup.updates(),
             runtime_errors=self.runtime_state.runtime_errors,
+            runtime_starting=self.runtime_state.starting_up,
             pod_by_uid=self.pod_manager.get_pod_by_uid,
             pods_to_sync=self.pods_to_sync,
             sources_ready=self.sources_ready,

@@ -43,7 +43,7 @@ from pykubelet.container.helpers import (
 from pykubelet.cri import ImageService, RuntimeService
 from pykubelet.cri.errors import is_not_found
 from pykubelet.cri.runtime import KUBE_RUNTIME_API_VERSION
-from pykubelet.events import WARNING, EventRecorder, container_field_path
+from pykubelet.events import WARNING, EventRecorder, LoggingRecorder, container_field_path
 from pykubelet.kuberuntime.actions import (
     CRASH_LOOP_BACK_OFF,
     PodActions,
@@ -160,8 +160,9 @@ class KubeGenericRuntimeManager:
             recorder=recorder)
         self.liveness = liveness
         self.startup = startup
+        recorder = recorder or LoggingRecorder()
         self.sandboxes = PodSandboxes(runtime_service, options.sandbox_options(),
-                                      options.runtime_handler)
+                                      options.runtime_handler, recorder)
         self.container_options = container_options or options.container_options()
         self.containers = PodContainers(
             runtime_service, image_service, self.image_manager, self._container_options_for,
@@ -432,6 +433,7 @@ class KubeGenericRuntimeManager:
         for sandbox_id in await self.sandboxes.ids_for_pod(uid):
             await self._remove_sandbox(sandbox_id)
         await asyncio.to_thread(self._remove_pod_log_dirs, {uid})
+        self.sandboxes.forget_pod(uid)
 
     async def delete_container(self, container_id: ContainerID) -> None:
         await self.containers.remove(container_id.id)
@@ -502,6 +504,7 @@ class KubeGenericRuntimeManager:
                          if uid not in active_pod_uids and uid not in with_sandboxes}
         await asyncio.to_thread(self._remove_pod_log_dirs, orphaned_logs)
         self.container_backoff.gc()
+        self.sandboxes.retain_pods(active_pod_uids | with_sandboxes)
 
     def _log_dir_uids(self) -> set[str]:
         try:

@@ -71,14 +71,23 @@ def verbosity() -> int:
     return _verbosity
 
 
-def _emit(level: int, msg: str, pairs: dict[str, Any]) -> None:
+def _emit(level: int, msg: str, pairs: dict[str, Any], depth: int = 0) -> None:
     if _LOGGER.isEnabledFor(level):
         # stacklevel 3: skip _emit and the public helper, report the caller's line.
-        _LOGGER.log(level, "%s", format_pairs(msg, pairs), stacklevel=3)
+        _LOGGER.log(level, "%s", format_pairs(msg, pairs), stacklevel=3 + depth)
 
 
 def info(msg: str, **pairs: Any) -> None:
     _emit(logging.INFO, msg, pairs)
+
+
+def info_depth(depth: int, msg: str, **pairs: Any) -> None:
+    """``info`` reporting the line ``depth`` frames above the caller (klog's ``InfoSDepth``).
+
+    For helpers that log on behalf of their caller, so the header names the
+    code that had something to say rather than the helper.
+    """
+    _emit(logging.INFO, msg, pairs, depth)
 
 
 def warning(msg: str, **pairs: Any) -> None:
