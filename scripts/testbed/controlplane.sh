@@ -9,7 +9,7 @@
 #   DIR/env                  shell-sourceable facts: ports, URLs, file paths
 #   DIR/admin.kubeconfig     cluster admin (O=system:masters)
 #   DIR/pki/                 ca.crt/ca.key (also the CSR signer), sa.key/sa.pub,
-#                            serving and client certificates of the components
+#                            front-proxy-ca.*, serving and client certificates
 #   DIR/logs/COMPONENT.log   DIR/run/COMPONENT.pid   DIR/etcd (data)
 #   DIR/nodes/NAME.kubeconfig  node credentials (node-credentials)
 #   DIR/bootstrap.kubeconfig   bootstrap token credentials (bootstrap-kubeconfig)
@@ -96,16 +96,30 @@ launch() {
     local component="$1"
     shift
     setsid "$@" >>"$dir/logs/$component.log" 2>&1 </dev/null &
-    echo $! >"$dir/run/$component.pid"
+    local pid=$! tries=0
+    echo "$pid" >"$dir/run/$component.pid"
+    # Until the child has exec'd, its command line is still this script's;
+    # wait for that so that component_pid recognises it from now on.
+    while ((tries++ < 100)) && [[ -e "/proc/$pid" ]] && ! component_pid "$component" >/dev/null; do
+        sleep 0.02
+    done
 }
 
-stop_pid() {
-    local pid="$1" waited=0
-    kill -TERM "$pid" 2>/dev/null || return 0
-    while kill -0 "$pid" 2>/dev/null; do
+stop_pids() {
+    # TERM all at once (each shuts down gracefully in parallel), KILL whatever
+    # is left after STOP_TIMEOUT.
+    local pid waited=0 alive
+    [[ $# -gt 0 ]] || return 0
+    kill -TERM "$@" 2>/dev/null || true
+    while true; do
+        alive=()
+        for pid in "$@"; do
+            kill -0 "$pid" 2>/dev/null && alive+=("$pid")
+        done
+        [[ ${#alive[@]} -eq 0 ]] && return 0
         if ((waited >= STOP_TIMEOUT * 10)); then
-            kill -KILL "$pid" 2>/dev/null || true
-            break
+            kill -KILL "${alive[@]}" 2>/dev/null || true
+            return 0
         fi
         sleep 0.1
         waited=$((waited + 1))
@@ -113,23 +127,24 @@ stop_pid() {
 }
 
 stop_components() {
-    local index pid proc
-    for ((index = ${#COMPONENTS[@]} - 1; index >= 0; index--)); do
-        if pid="$(component_pid "${COMPONENTS[$index]}")"; then
-            stop_pid "$pid"
+    local component pid pids=()
+    for component in "${COMPONENTS[@]}"; do
+        if pid="$(component_pid "$component")"; then
+            pids+=("$pid")
         fi
     done
     # A component still running from DIR without its pid file (a start
     # interrupted at the wrong moment): one of ours by name, with DIR in its
     # arguments.
-    local args program
-    for proc in /proc/[0-9]*; do
-        pid="${proc#/proc/}"
-        args="$(tr '\0' '\n' 2>/dev/null <"$proc/cmdline")" || continue
-        program="$(basename "$(head -n 1 <<<"$args")" 2>/dev/null)" || continue
+    local program
+    for pid in $(pgrep -f -- "$dir/" || true); do
+        [[ "$pid" == "$$" ]] && continue
+        program="$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | head -n 1)" || continue
+        program="$(basename "$program")"
         [[ " ${COMPONENTS[*]} " == *" $program "* ]] || continue
-        grep -qF -- "$dir/" <<<"$args" && stop_pid "$pid"
+        tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$dir/" && pids+=("$pid")
     done
+    stop_pids "${pids[@]}"
 }
 
 # --- waiting -----------------------------------------------------------------
@@ -165,19 +180,21 @@ new_key() {
 }
 
 new_ca() {
-    local pki="$1"
-    new_key "$pki/ca.key"
-    openssl req -x509 -new -sha256 -key "$pki/ca.key" -days "$CERT_DAYS" \
-        -subj "/CN=pykubelet-testbed-ca-$(basename "$dir")" \
+    # new_ca PREFIX NAME: a self-signed CA in PREFIX.key and PREFIX.crt.
+    local prefix="$1" name="$2"
+    new_key "$prefix.key"
+    openssl req -x509 -new -sha256 -key "$prefix.key" -days "$CERT_DAYS" \
+        -subj "/CN=$name-$(basename "$dir")" \
         -addext "basicConstraints=critical,CA:TRUE" \
         -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
-        -out "$pki/ca.crt" 2>/dev/null || die "openssl could not create the CA"
+        -out "$prefix.crt" 2>/dev/null || die "openssl could not create the CA $name"
 }
 
 issue_cert() {
     # issue_cert PREFIX SUBJECT USAGE [SAN...]: PREFIX.key and PREFIX.crt signed
-    # by the CA; USAGE is serverAuth, clientAuth or serverAuth,clientAuth.
-    local prefix="$1" subject="$2" usage="$3" pki="$dir/pki" ext sans=""
+    # by the cluster CA (or the CA at $ISSUER.crt/.key); USAGE is serverAuth,
+    # clientAuth or serverAuth,clientAuth.
+    local prefix="$1" subject="$2" usage="$3" ca="${ISSUER:-$dir/pki/ca}" ext sans=""
     shift 3
     new_key "$prefix.key"
     ext="$(mktemp "$dir/pki/ext.XXXXXX")"
@@ -191,7 +208,7 @@ issue_cert() {
         fi
     } >"$ext"
     openssl req -new -key "$prefix.key" -subj "$subject" 2>/dev/null \
-        | openssl x509 -req -sha256 -days "$CERT_DAYS" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+        | openssl x509 -req -sha256 -days "$CERT_DAYS" -CA "$ca.crt" -CAkey "$ca.key" \
             -set_serial "0x$(openssl rand -hex 16)" -extfile "$ext" -out "$prefix.crt" 2>/dev/null \
         || { rm -f "$ext"; die "openssl could not issue a certificate for $subject"; }
     rm -f "$ext"
@@ -300,7 +317,13 @@ cmd_start() {
     APISERVER_URL="https://127.0.0.1:$apiserver_port"
     local pki="$dir/pki" etcd_url="https://127.0.0.1:$etcd_port"
 
-    new_ca "$pki"
+    new_ca "$pki/ca" pykubelet-testbed-ca
+    # The aggregation layer's own CA, as kubeadm keeps it apart: the API
+    # server proxies with it, and the controller manager and scheduler read
+    # it to trust proxied requests (their logs complain without it).
+    new_ca "$pki/front-proxy-ca" pykubelet-testbed-front-proxy-ca
+    ISSUER="$pki/front-proxy-ca" issue_cert "$pki/front-proxy-client" "/CN=front-proxy-client" \
+        clientAuth
     openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null || die "openssl could not create sa.key"
     chmod 600 "$pki/sa.key"
     openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
@@ -339,6 +362,13 @@ cmd_start() {
         --cert-dir="$pki" \
         --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
         --client-ca-file="$pki/ca.crt" \
+        --requestheader-client-ca-file="$pki/front-proxy-ca.crt" \
+        --requestheader-allowed-names=front-proxy-client \
+        --requestheader-username-headers=X-Remote-User \
+        --requestheader-group-headers=X-Remote-Group \
+        --requestheader-extra-headers-prefix=X-Remote-Extra- \
+        --proxy-client-cert-file="$pki/front-proxy-client.crt" \
+        --proxy-client-key-file="$pki/front-proxy-client.key" \
         --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" \
         --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
         --kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP \
