@@ -263,7 +263,10 @@ def compact_etcd(plane: ControlPlane) -> int:
 
 
 def _apiserver_ready(plane: ControlPlane) -> bool:
-    result = plane.kubectl("get", "--raw", "/readyz", check=False, timeout=10)
+    try:
+        result = plane.kubectl("get", "--raw", "/readyz", check=False, timeout=10)
+    except subprocess.TimeoutExpired:
+        return False  # still starting, and slow about it
     return result.returncode == 0 and result.stdout.strip() == "ok"
 
 
