@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: the linters and the whole test suite, including
 # the integration tests that start a real containerd (scripts/testbed) in a
-# temporary root and a real Kubernetes control plane built from Debian's
+# temporary root, and a real Kubernetes control plane built from Debian's
 # source package. Needs root on Debian bookworm: run as another user, it runs
 # itself again through sudo. Installs what it needs: the testbed's Debian
 # packages and the project venv .venv with the test tools (scripts/setup.sh;

@@ -136,6 +136,15 @@ def pod_full_name(pod: V1Pod) -> str:
     return build_pod_full_name(name, namespace)
 
 
+def parse_pod_full_name(full_name: str) -> tuple[str, str]:
+    """Split ``<name>_<namespace>`` (mirror pods are deleted by full name); names cannot
+    contain ``_``."""
+    parts = full_name.split("_")
+    if len(parts) != 2 or not parts[0] or not parts[1]:
+        raise ValueError(f"failed to parse the pod full name {full_name!r}")
+    return parts[0], parts[1]
+
+
 __all__ = [
     "ALL_SOURCES",
     "API_SOURCE",
@@ -160,5 +169,6 @@ __all__ = [
     "is_mirror_pod",
     "is_node_critical_pod",
     "is_static_pod",
+    "parse_pod_full_name",
     "pod_full_name",
 ]

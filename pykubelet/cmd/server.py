@@ -41,8 +41,10 @@ from pykubelet.config.server import KubeletServer
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
 from pykubelet.events import LoggingRecorder
+from pykubelet.events.broadcaster import ApiEventSink, EventBroadcaster
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.kubelet import Kubelet, make_pod_source_config, new_main_kubelet, seconds
+from pykubelet.kubelet.node_status import new_node_informer
 from pykubelet.metrics import KUBELET_REGISTRY
 from pykubelet.nodestatus import birth_cry as node_birth_cry
 from pykubelet.prober.metrics import PROBER_REGISTRY
@@ -233,8 +235,11 @@ async def run_kubelet(server: KubeletServer, deps: Dependencies,
               standalone=deps.standalone)
     runners: list[web.AppRunner] = []
     kubelet: Kubelet | None = None
+    broadcaster = make_event_recorder(deps, node_name)
     try:
         kubelet, pod_config = await create_and_init_kubelet(server, deps, node_name, host_ip)
+        if broadcaster is not None:
+            kubelet.supervisor.spawn("event-broadcaster", broadcaster.run)
         runners = await start_kubelet(kubelet, pod_config, server, deps)
         fatal = await kubelet.supervisor.wait(stopping)
         if fatal is not None:
@@ -248,13 +253,28 @@ async def run_kubelet(server: KubeletServer, deps: Dependencies,
         await deps.image_service.close()
 
 
+def make_event_recorder(deps: Dependencies, node_name: str) -> EventBroadcaster | None:
+    """Upstream ``makeEventRecorder``: events are always logged, and posted in cluster mode."""
+    if deps.event_client is None or not isinstance(deps.recorder, LoggingRecorder):
+        return None
+    broadcaster = EventBroadcaster(ApiEventSink(deps.event_client), node_name)
+    deps.recorder.listeners.append(broadcaster.record)
+    return broadcaster
+
+
 async def create_and_init_kubelet(server: KubeletServer, deps: Dependencies, node_name: str,
                                   host_ip: str) -> tuple[Kubelet, PodConfig]:
     """Upstream ``createAndInitKubelet``: the pod config, ``NewMainKubelet``, the birth cry."""
+    # Upstream builds the node informer in NewMainKubelet, before the pod
+    # sources: the API source waits for it so admission sees the node's labels.
+    node_informer = new_node_informer(deps, node_name)
     with startup_step("creating the pod sources"):
-        pod_config = make_pod_source_config(server, node_name)
+        pod_config = make_pod_source_config(
+            server, node_name, deps,
+            node_has_synced=node_informer.has_synced if node_informer is not None else None)
     with startup_step("initializing the kubelet"):
-        kubelet = await new_main_kubelet(server, deps, pod_config, node_name, host_ip)
+        kubelet = await new_main_kubelet(server, deps, pod_config, node_name, host_ip,
+                                         node_informer=node_informer)
     birth_cry(kubelet)
     return kubelet, pod_config
 

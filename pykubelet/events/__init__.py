@@ -4,14 +4,16 @@ Events such as ``Unhealthy``, ``Killing`` or ``FailedPostStartHook`` are how a
 user learns why a container restarted. In standalone mode there is no API
 server to post them to, so the recorder writes each one as a klog line
 (``"Event occurred" object=... type=Warning reason=Unhealthy message=...``),
-as the Go kubelet's event broadcaster also logs them. Cluster mode will add a
-recorder that posts ``v1.Event`` objects; subsystems only see the Protocol.
+as the Go kubelet's event broadcaster also logs them. In cluster mode an
+``EventBroadcaster`` (``broadcaster.py``) listens too and posts them as
+``v1.Event`` objects, aggregated and rate-limited by the ``EventCorrelator``
+(``correlator.py``); subsystems only see the Protocol.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pykubelet.util import klog
@@ -22,6 +24,8 @@ WARNING = "Warning"
 
 def describe(obj: Any) -> str:
     """``namespace/name`` of a Kubernetes object or object reference, for logs and events."""
+    if isinstance(obj, ObjectReference):
+        return f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name
     metadata = getattr(obj, "metadata", None)
     if metadata is None:
         # An ObjectReference (node events are about ``{kind: Node, name: ...}``).
@@ -46,12 +50,48 @@ def container_field_path(pod: Any, container: Any) -> str:
 
 
 @dataclass(frozen=True)
+class ObjectReference:
+    """The ``involvedObject`` of an event: which API object it is about."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    api_version: str = "v1"
+    resource_version: str = ""
+
+
+def object_reference(obj: Any) -> ObjectReference | None:
+    """The reference of a pod or node model (or of an ``ObjectReference`` itself)."""
+    if isinstance(obj, ObjectReference):
+        return obj
+    metadata = getattr(obj, "metadata", None)
+    if metadata is None:
+        return None
+    kind = getattr(obj, "kind", None) or type(obj).__name__.removeprefix("V1")
+    name = str(metadata.name or "")
+    if kind == "Node":
+        return node_reference(name)
+    return ObjectReference(kind=kind, name=name, namespace=str(metadata.namespace or ""),
+                           uid=str(metadata.uid or ""),
+                           api_version=getattr(obj, "api_version", None) or "v1",
+                           resource_version=str(metadata.resource_version or ""))
+
+
+def node_reference(node_name: str) -> ObjectReference:
+    """The node as an event's involved object (upstream ``nodeRef``: the name is the UID)."""
+    return ObjectReference(kind="Node", name=node_name, uid=node_name)
+
+
+@dataclass(frozen=True)
 class Event:
     object: str
     type: str
     reason: str
     message: str
     field_path: str = ""
+    # Left out of comparisons: tests and logs care about what was said, not the UID.
+    involved: ObjectReference | None = field(default=None, compare=False)
 
 
 class EventRecorder(Protocol):
@@ -67,7 +107,8 @@ class LoggingRecorder:
 
     def event(self, obj: Any, event_type: str, reason: str, message: str,
               field_path: str = "") -> None:
-        recorded = Event(describe(obj), event_type, reason, message, field_path)
+        recorded = Event(describe(obj), event_type, reason, message, field_path,
+                         object_reference(obj))
         # The header names the recording code (prober.py, container.py...), not this file.
         klog.info_depth(1, "Event occurred", object=recorded.object, fieldPath=field_path,
                         type=event_type, reason=reason, message=message)

@@ -24,17 +24,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kubernetes_asyncio.client import V1Pod, V1PodStatus
+from kubernetes_asyncio.client import V1Node, V1Pod, V1PodStatus
 
 from pykubelet import metrics
 from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
-from pykubelet.api.kubetypes import FILE_SOURCE, HTTP_SOURCE, PodUpdate, SyncPodType
+from pykubelet.api.kubetypes import API_SOURCE, FILE_SOURCE, HTTP_SOURCE, PodUpdate, SyncPodType
+from pykubelet.client.informer import ObjectInformer
 from pykubelet.config.server import KubeletServer
 from pykubelet.container import ContainerState, Pod, ProbeResult
 from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
+from pykubelet.events import WARNING
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import plugins_dir, pod_dir, pods_dir
+from pykubelet.kubelet.mirror_client import ApiMirrorClient, MirrorClient
+from pykubelet.kubelet.node_info import LocalNode, NodeView, machine_allocatable
 from pykubelet.kubelet.node_status import NodeParts, build_node_parts
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
@@ -42,19 +46,28 @@ from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.kubelet.server_host import KubeletServerHost
 from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
+from pykubelet.lifecycle.admission import (
+    PodAdmitAttributes,
+    PodAdmitHandler,
+    PredicateAdmitHandler,
+    SysctlAllowlist,
+)
 from pykubelet.lifecycle.handlers import HandlerRunner
 from pykubelet.pleg import GenericPLEG
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.prober import Prober
 from pykubelet.prober.results import ResultsManager, ResultUpdate
+from pykubelet.sources.apiserver import ApiserverPodSource
 from pykubelet.sources.file import StaticPodFileSource
 from pykubelet.sources.http import StaticPodURLSource
 from pykubelet.sources.podconfig import PodConfig
 from pykubelet.stats import StatsProvider
 from pykubelet.status import ReasonCache, StatusManager
+from pykubelet.status.apiclient import ApiStatusSink
 from pykubelet.util import klog
 from pykubelet.util.supervisor import Supervisor
+from pykubelet.volumemanager import VolumeManager
 
 # Upstream: updateRuntimeUp runs every 5 s; a failed pod sync is retried after 10 s.
 RUNTIME_UP_PERIOD = 5.0
@@ -96,11 +109,14 @@ def seconds(value: object) -> float:
     return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
 
 
-def make_pod_source_config(server: KubeletServer, node_name: str) -> PodConfig:
+def make_pod_source_config(server: KubeletServer, node_name: str,
+                           deps: Dependencies | None = None,
+                           node_has_synced: Callable[[], bool] | None = None) -> PodConfig:
     """Upstream ``makePodSourceConfig``: the pod config with a channel per configured source.
 
     The sources are registered with the pod config, which owns them; they are
-    started with it by ``start_kubelet``.
+    started with it by ``start_kubelet``. With an API client, the pods bound
+    to this node in the API server are a source too (``api``).
     """
     config = server.config
     pod_config = PodConfig(node_name)
@@ -115,11 +131,17 @@ def make_pod_source_config(server: KubeletServer, node_name: str) -> PodConfig:
         pod_config.add_source(StaticPodURLSource(
             config.static_pod_url, dict(config.static_pod_url_header or {}), node_name,
             pod_config.channel(HTTP_SOURCE), check_frequency=seconds(config.http_check_frequency)))
+    if deps is not None and deps.kube_client is not None:
+        klog.info("Adding apiserver pod source")
+        pod_config.add_source(ApiserverPodSource.for_node(
+            deps.kube_client, node_name, pod_config.channel(API_SOURCE),
+            node_has_synced=node_has_synced))
     return pod_config
 
 
 async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
-                           node_name: str, host_ip: str) -> Kubelet:
+                           node_name: str, host_ip: str,
+                           node_informer: ObjectInformer[V1Node] | None = None) -> Kubelet:
     """Upstream ``NewMainKubelet``: construct every module and wire them; start nothing.
 
     The one call made here is the runtime's version check, as upstream's
@@ -158,22 +180,41 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     pleg = GenericPLEG(runtime, cache)
     runtime_state = RuntimeState()
     runtime_state.add_health_check("PLEG", pleg.healthy)
-    status_manager = StatusManager()
+    pod_manager = PodManager()
+    node_view = NodeView(LocalNode(
+        node_name, hostname=flags.hostname_override or None, node_labels=flags.node_labels,
+        taints=config.register_with_taints,
+        allocatable=lambda: machine_allocatable(config.max_pods, flags.root_dir)),
+        node_informer)
+    # The status manager asks the pod workers (built below) whether a pod's
+    # containers may still run before it reports a terminal phase.
+    status_manager = StatusManager(
+        ApiStatusSink(deps.kube_client) if deps.kube_client is not None else None,
+        pods=pod_manager,
+        could_have_running_containers=lambda uid: pod_workers.could_have_running_containers(
+            uid))
+    mirror_client = (ApiMirrorClient(deps.kube_client, node_name, node_view.node_uid)
+                     if deps.kube_client is not None else None)
+    with_sysctls = SysctlAllowlist.for_node(config.allowed_unsafe_sysctls or [])
     reason_cache = ReasonCache()
     probe_manager = ProbeManager(Prober(deps.runtime_service, deps.recorder), liveness=liveness,
                                  readiness=readiness, startup=startup,
                                  status_provider=status_manager.peek_pod_status)
     syncer = KubeletPodSyncer(
         PodSyncOptions(root_dir=flags.root_dir, host_ip=host_ip,
-                       runtime_type=runtime.runtime_type),
-        runtime, status_manager, reason_cache, runtime_state, probe_manager)
+                       runtime_type=runtime.runtime_type, node_name=node_name),
+        runtime, status_manager, reason_cache, runtime_state, probe_manager,
+        pod_manager=pod_manager, volume_manager=VolumeManager(deps.recorder),
+        mirror_client=mirror_client, get_node=node_view.get_node,
+        is_pod_termination_requested=lambda uid: pod_workers.is_pod_termination_requested(
+            uid))
     pod_workers = PodWorkers(syncer, cache, resync_interval=seconds(config.sync_frequency),
                              backoff_period=POD_WORKER_BACKOFF)
-    pod_manager = PodManager()
     metrics.set_node_name(node_name)
     node = None
     if not deps.standalone:
-        node = await build_node_parts(server, deps, node_name, runtime_state)
+        node = await build_node_parts(server, deps, node_name, runtime_state,
+                                      informer=node_informer)
     return Kubelet(
         KubeletOptions(node_name=node_name, root_dir=flags.root_dir,
                        pod_logs_dir=config.pod_logs_dir, host_ip=host_ip,
@@ -181,7 +222,9 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         deps=deps, supervisor=supervisor, runtime=runtime, cache=cache, pleg=pleg,
         pod_manager=pod_manager, status_manager=status_manager, reason_cache=reason_cache,
         runtime_state=runtime_state, probe_manager=probe_manager, pod_workers=pod_workers,
-        sources_ready=pod_config.sources_ready,
+        sources_ready=pod_config.sources_ready, node_view=node_view,
+        admit_handlers=[with_sysctls, PredicateAdmitHandler(node_view.get_node_any_way)],
+        mirror_client=mirror_client,
         sync_loop_monitor=SyncLoopMonitor(
             threshold=max(2 * seconds(config.sync_frequency), 300.0)),
         stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
@@ -199,7 +242,10 @@ class Kubelet:
                  probe_manager: ProbeManager, pod_workers: PodWorkers,
                  sources_ready: Callable[[], bool],
                  sync_loop_monitor: SyncLoopMonitor,
-                 stats_provider: StatsProvider, node: NodeParts | None = None) -> None:
+                 stats_provider: StatsProvider, node: NodeParts | None = None,
+                 node_view: NodeView | None = None,
+                 admit_handlers: list[PodAdmitHandler] | None = None,
+                 mirror_client: MirrorClient | None = None) -> None:
         self.options = options
         self.deps = deps
         self.supervisor = supervisor
@@ -219,6 +265,11 @@ class Kubelet:
         self.server_host = KubeletServerHost(pod_manager, status_manager, runtime, self.get_pods)
         # Cluster mode: the Node cache, its status and its lease (None standalone).
         self.node = node
+        self.node_view = node_view or NodeView(LocalNode(options.node_name, allocatable=(
+            lambda: machine_allocatable(options.max_pods, options.root_dir))))
+        self.admit_handlers = (admit_handlers if admit_handlers is not None
+                               else [PredicateAdmitHandler(self.node_view.get_node_any_way)])
+        self.mirror_client = mirror_client
 
     # -- start-up (upstream Kubelet.Run and initializeModules) -------------------
 
@@ -242,6 +293,8 @@ class Kubelet:
             spawn("node-status-fast-update",
                   lambda: node.status.fast_status_update_once(self.update_runtime_up))
             spawn("node-lease", node.lease.run)
+        if not self.deps.standalone:
+            spawn("status-manager", self.status_manager.run)
         spawn("pleg", self.pleg.run)
         await sync_loop(self.sync_loop_inputs(updates), self)
 
@@ -315,56 +368,108 @@ class Kubelet:
     # -- handlers called by the sync loop ----------------------------------------
 
     def handle_pod_additions(self, pods: list[V1Pod]) -> None:
-        for pod in sorted(pods, key=_creation_key):
-            self.pod_manager.add_pod(pod)
+        """Upstream ``HandlePodAdditions``: admit each new pod (oldest first) and start it."""
+        start = time.monotonic()
+        for added in sorted(pods, key=_creation_key):
+            existing = self.pod_manager.get_pods()
+            self.pod_manager.add_pod(added)
+            pod, mirror_pod, was_mirror = self.pod_manager.get_pod_and_mirror_pod(added)
+            if was_mirror:
+                if pod is None:
+                    klog.v(2).info("Unable to find pod for mirror pod, skipping",
+                                   mirrorPod=pod_ref(added), mirrorPodUID=pod_uid(added))
+                    continue
+                self._update_worker(pod, mirror_pod, SyncPodType.UPDATE, start)
+                continue
+            assert pod is not None
             if self.pod_workers.is_pod_termination_requested(pod_uid(pod)):
                 continue
-            rejection = self.can_admit_pod(pod)
+            # Rejected pods are Failed, so the active pods are every admitted pod alive.
+            rejection = self.can_admit_pod(self.filter_out_inactive_pods(existing), pod)
             if rejection is not None:
                 self.reject_pod(pod, *rejection)
                 continue
-            self.dispatch_work(pod, SyncPodType.CREATE)
+            self._update_worker(pod, mirror_pod, SyncPodType.CREATE, start)
 
     def handle_pod_updates(self, pods: list[V1Pod]) -> None:
-        for pod in pods:
-            self.pod_manager.update_pod(pod)
-            self.dispatch_work(pod, SyncPodType.UPDATE)
+        start = time.monotonic()
+        for updated in pods:
+            self.pod_manager.update_pod(updated)
+            pod, mirror_pod, _ = self.pod_manager.get_pod_and_mirror_pod(updated)
+            if pod is None:
+                continue  # a mirror pod whose static pod is gone: housekeeping deletes it
+            self._update_worker(pod, mirror_pod, SyncPodType.UPDATE, start)
 
     def handle_pod_removes(self, pods: list[V1Pod]) -> None:
-        for pod in pods:
-            self.pod_manager.remove_pod(pod)
+        start = time.monotonic()
+        for removed in pods:
+            self.pod_manager.remove_pod(removed)
+            pod, _, was_mirror = self.pod_manager.get_pod_and_mirror_pod(removed)
+            if was_mirror:
+                # The static pod keeps running; its next sync recreates the mirror pod.
+                if pod is not None:
+                    self._update_worker(pod, None, SyncPodType.UPDATE, start)
+                continue
             self.pod_workers.update_pod(UpdatePodOptions(
-                update_type=SyncPodType.KILL, pod=pod, start_time=time.monotonic(),
+                update_type=SyncPodType.KILL, pod=removed, start_time=start,
                 kill_pod_options=KillPodOptions()))
 
     def handle_pod_reconcile(self, pods: list[V1Pod]) -> None:
-        for pod in pods:
-            self.pod_manager.update_pod(pod)
+        """Only the status changed in the source: remember it (the status manager compares)."""
+        for reconciled in pods:
+            self.pod_manager.update_pod(reconciled)
+            pod, mirror_pod, _ = self.pod_manager.get_pod_and_mirror_pod(reconciled)
+            # Someone else's readiness-gate condition changed: recompute Ready.
+            if pod is not None and pod.spec.readiness_gates:
+                self._update_worker(pod, mirror_pod, SyncPodType.SYNC, time.monotonic())
 
     def handle_pod_syncs(self, pods: list[V1Pod]) -> None:
         for pod in pods:
             self.dispatch_work(pod, SyncPodType.SYNC)
 
     def dispatch_work(self, pod: V1Pod, update_type: SyncPodType) -> None:
-        self.pod_workers.update_pod(UpdatePodOptions(
-            update_type=update_type, pod=pod, start_time=time.monotonic()))
+        self._update_worker(pod, self.pod_manager.get_mirror_pod_by_pod(pod), update_type,
+                            time.monotonic())
         if update_type == SyncPodType.CREATE:
             metrics.CONTAINERS_PER_POD_COUNT.observe(len(pod.spec.containers or []))
 
-    def can_admit_pod(self, pod: V1Pod) -> tuple[str, str] | None:
-        """Admission: the node's pod capacity (``maxPods``)."""
-        active = [p for p in self.pod_manager.get_pods()
-                  if pod_uid(p) != pod_uid(pod) and not self._is_terminal(p)
-                  and not self.pod_workers.is_pod_terminated(pod_uid(p))]
-        if len(active) >= self.options.max_pods:
-            return ("OutOfpods", "Node didn't have enough resource: pods, "
-                    f"requested: 1, used: {len(active)}, capacity: {self.options.max_pods}")
+    def _update_worker(self, pod: V1Pod, mirror_pod: V1Pod | None, update_type: SyncPodType,
+                       start: float) -> None:
+        self.pod_workers.update_pod(UpdatePodOptions(
+            update_type=update_type, pod=pod, mirror_pod=mirror_pod, start_time=start))
+
+    def filter_out_inactive_pods(self, pods: list[V1Pod]) -> list[V1Pod]:
+        """Pods that hold node resources: not fully terminated, not terminal (unless stopping)."""
+        active = []
+        for pod in pods:
+            uid = pod_uid(pod)
+            if self.pod_workers.is_pod_known_terminated(uid):
+                continue
+            if self._is_admitted_pod_terminal(pod) and \
+                    not self.pod_workers.is_pod_termination_requested(uid):
+                continue
+            active.append(pod)
+        return active
+
+    def can_admit_pod(self, active_pods: list[V1Pod], pod: V1Pod) -> tuple[str, str] | None:
+        """Upstream ``canAdmitPod``: (reason, message) of the first handler that refuses."""
+        attrs = PodAdmitAttributes(pod, [p for p in active_pods if pod_uid(p) != pod_uid(pod)])
+        for handler in self.admit_handlers:
+            result = handler.admit(attrs)
+            if not result.admit:
+                return result.reason, result.message
         return None
 
     def reject_pod(self, pod: V1Pod, reason: str, message: str) -> None:
         klog.info("Pod admission denied", pod=pod_ref(pod), reason=reason, message=message)
+        self.deps.recorder.event(pod, WARNING, reason, message)
         self.status_manager.set_pod_status(pod, V1PodStatus(
             phase="Failed", reason=reason, message=f"Pod was rejected: {message}"))
+
+    def _is_admitted_pod_terminal(self, pod: V1Pod) -> bool:
+        if pod.status is not None and is_terminal_phase(pod.status.phase):
+            return True
+        return self._is_terminal(pod)
 
     def _is_terminal(self, pod: V1Pod) -> bool:
         status = self.status_manager.peek_pod_status(pod_uid(pod))
@@ -417,6 +522,19 @@ class Kubelet:
                 self.cache.delete(uid)
 
         await asyncio.to_thread(self._remove_orphaned_pod_dirs, set(desired))
+        await self.delete_orphaned_mirror_pods()
+
+    async def delete_orphaned_mirror_pods(self) -> None:
+        """Mirror pods whose static pod is gone (and has finished stopping) are deleted."""
+        if self.mirror_client is None:
+            return
+        for full_name in self.pod_manager.get_orphaned_mirror_pod_names():
+            if self.pod_workers.is_pod_for_mirror_pod_terminating_by_full_name(full_name):
+                continue
+            try:
+                await self.mirror_client.delete_mirror_pod(full_name, None)
+            except Exception as err:
+                klog.error("Failed deleting orphaned mirror pod", err, podFullName=full_name)
 
     def _remove_orphaned_pod_dirs(self, desired: set[str]) -> None:
         try:

@@ -45,9 +45,22 @@ def _seconds(value: object) -> float:
     return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
 
 
+def new_node_informer(deps: Dependencies, node_name: str) -> ObjectInformer[V1Node] | None:
+    """The watched copy of this node's Node object (upstream's node informer); None standalone.
+
+    Built before the pod sources: the API pod source waits for it to sync so
+    that admission sees the node's labels and allocatable.
+    """
+    if deps.kube_client is None:
+        return None
+    return ObjectInformer(CoreV1Api(deps.kube_client).list_node, V1Node, node_name,
+                          f"node {node_name}")
+
+
 async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name: str,
                            health: RuntimeHealth, resources: NodeResources | None = None,
-                           pressure: PressureReporter | None = None) -> NodeParts:
+                           pressure: PressureReporter | None = None,
+                           informer: ObjectInformer[V1Node] | None = None) -> NodeParts:
     """The Node cache, the status manager with upstream's setters, and the lease controller."""
     config, flags = server.config, server.flags
     machine = await asyncio.to_thread(read_machine_info)
@@ -58,8 +71,9 @@ async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name:
             storage = await asyncio.to_thread(filesystem_capacity, flags.root_dir)
         resources = MachineResources(machine, storage, config.system_reserved,
                                      config.kube_reserved, config.eviction_hard)
-    informer: ObjectInformer[V1Node] = ObjectInformer(
-        CoreV1Api(deps.kube_client).list_node, V1Node, node_name, f"node {node_name}")
+    if informer is None:
+        informer = new_node_informer(deps, node_name)
+    assert informer is not None, "cluster mode needs an API client"
     options = NodeStatusOptions(
         node_name=node_name,
         hostname=node_name,
@@ -94,4 +108,4 @@ async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name:
     return NodeParts(informer=informer, status=status, lease=lease)
 
 
-__all__ = ["NodeParts", "build_node_parts"]
+__all__ = ["NodeParts", "build_node_parts", "new_node_informer"]

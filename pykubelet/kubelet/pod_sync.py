@@ -5,8 +5,10 @@ syncer, which in Go is wired by assigning ``klet.podWorkers`` after the fact.
 Here the syncer is its own object, built before the pod workers and handed to
 them, and the ``Kubelet`` is built after both: construction goes one way.
 
-- ``sync_pod`` computes the API status, then drives the runtime towards the
-  spec (sandbox, init, sidecar and app containers, restarts);
+- ``sync_pod`` computes the API status, keeps a static pod's mirror pod in
+  the API server current, waits for the pod's volumes, then drives the
+  runtime towards the spec (sandbox, init, sidecar and app containers,
+  restarts);
 - ``sync_terminating_pod`` stops every container within the grace period and
   records the final status;
 - ``sync_terminated_pod`` releases what the pod held (probe workers) once no
@@ -17,22 +19,31 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from kubernetes_asyncio.client import V1Pod, V1PodStatus
+from kubernetes_asyncio.client import V1Node, V1Pod, V1PodStatus
 
 from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
-from pykubelet.api.kubetypes import CONFIG_FIRST_SEEN_ANNOTATION_KEY, SyncPodType
+from pykubelet.api.kubetypes import (
+    CONFIG_FIRST_SEEN_ANNOTATION_KEY,
+    SyncPodType,
+    is_static_pod,
+    pod_full_name,
+)
 from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, ProbeResult, Runtime
 from pykubelet.container.helpers import running_pod_from_status
 from pykubelet.kubelet.getters import POD_SUBDIRECTORIES, pod_dir
+from pykubelet.kubelet.mirror_client import MirrorClient
+from pykubelet.kubelet.pod_manager import PodManager, is_mirror_pod_of
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.metrics.podstartup import POD_STARTUP_TRACKER
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.results import ResultsManager
 from pykubelet.status import ReasonCache, StatusManager, generate_api_pod_status
 from pykubelet.util import klog
+from pykubelet.volumemanager import VolumeManager
 
 
 @dataclass
@@ -42,6 +53,7 @@ class PodSyncOptions:
     root_dir: str
     host_ip: str = ""
     runtime_type: str = "containerd"
+    node_name: str = ""
 
 
 class KubeletPodSyncer:
@@ -49,13 +61,24 @@ class KubeletPodSyncer:
 
     def __init__(self, options: PodSyncOptions, runtime: Runtime,
                  status_manager: StatusManager, reason_cache: ReasonCache,
-                 runtime_state: RuntimeState, probe_manager: ProbeManager) -> None:
+                 runtime_state: RuntimeState, probe_manager: ProbeManager, *,
+                 pod_manager: PodManager | None = None,
+                 volume_manager: VolumeManager | None = None,
+                 mirror_client: MirrorClient | None = None,
+                 get_node: Callable[[], V1Node | None] = lambda: None,
+                 is_pod_termination_requested: Callable[[str], bool] = lambda uid: False,
+                 ) -> None:
         self.options = options
         self.runtime = runtime
         self.status_manager = status_manager
         self.reason_cache = reason_cache
         self.runtime_state = runtime_state
         self.probe_manager = probe_manager
+        self.pod_manager = pod_manager
+        self.volume_manager = volume_manager
+        self.mirror_client = mirror_client
+        self.get_node = get_node
+        self.is_pod_termination_requested = is_pod_termination_requested
 
     def make_pod_data_dirs(self, pod: V1Pod) -> None:
         base = pod_dir(self.options.root_dir, pod_uid(pod))
@@ -85,7 +108,13 @@ class KubeletPodSyncer:
         network = self.runtime_state.network_errors()
         if network and not (pod.spec.host_network or False):
             raise RuntimeError(f"network is not ready: {'; '.join(network)}")
+        if is_static_pod(pod):
+            await self.ensure_mirror_pod(pod)
         self.make_pod_data_dirs(pod)
+        # A pod being torn down does not wait for volumes it will never use.
+        if self.volume_manager is not None and \
+                not self.is_pod_termination_requested(pod_uid(pod)):
+            await self.volume_manager.wait_for_attach_and_mount(pod)
         self.probe_manager.add_pod(pod)  # idempotent: probing starts with the first sync
         result = await self.runtime.sync_pod(pod, pod_status)
         self.reason_cache.update(pod_uid(pod), result)
@@ -93,6 +122,42 @@ class KubeletPodSyncer:
         if error is not None:
             raise error
         return False
+
+    async def ensure_mirror_pod(self, pod: V1Pod) -> None:
+        """A static pod's mirror pod exists and mirrors this version of it (upstream SyncPod).
+
+        The current mirror pod comes from the pod manager (the watch's latest),
+        not from the update that started this sync, which may predate a deletion.
+        """
+        if self.mirror_client is None or self.pod_manager is None:
+            return
+        mirror_pod = self.pod_manager.get_mirror_pod_by_pod(pod)
+        deleted = False
+        if mirror_pod is not None and (mirror_pod.metadata.deletion_timestamp is not None
+                                       or not is_mirror_pod_of(mirror_pod, pod)):
+            # Outdated or being deleted: replace it.
+            klog.info("Trying to delete pod", pod=pod_ref(pod), podUID=pod_uid(mirror_pod))
+            deleted = await self.mirror_client.delete_mirror_pod(pod_full_name(pod),
+                                                                 pod_uid(mirror_pod))
+            if deleted:
+                klog.info("Deleted mirror pod because it is outdated", pod=pod_ref(mirror_pod))
+                self.pod_manager.remove_pod(mirror_pod)
+        if mirror_pod is not None and not deleted:
+            return
+        node = self.get_node()
+        if node is None:
+            klog.v(4).info("No need to create a mirror pod, since failed to get node info "
+                           "from the cluster", node=self.options.node_name)
+            return
+        if node.metadata is not None and node.metadata.deletion_timestamp is not None:
+            klog.v(4).info("No need to create a mirror pod, since node has been removed "
+                           "from the cluster", node=self.options.node_name)
+            return
+        klog.v(4).info("Creating a mirror pod for static pod", pod=pod_ref(pod))
+        try:
+            await self.mirror_client.create_mirror_pod(pod)
+        except Exception as err:
+            klog.error("Failed creating a mirror pod for", err, pod=pod_ref(pod))
 
     async def sync_terminating_pod(self, pod: V1Pod, pod_status: PodStatus,
                                    grace_period: int | None) -> None:

@@ -28,12 +28,20 @@ from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
 from pykubelet.cri import ImageService
+from pykubelet.events import NORMAL, WARNING, EventRecorder, LoggingRecorder, container_field_path
+from pykubelet.kuberuntime.actions import format_go_duration
 from pykubelet.metrics.podstartup import POD_STARTUP_TRACKER
 from pykubelet.util import klog
 from pykubelet.util.backoff import Backoff
 from pykubelet.util.flowcontrol import TokenBucket
 
 ERR_IMAGE_PULL = "ErrImagePull"
+# Event reasons of the image manager (upstream kubelet/events).
+EVENT_PULLING = "Pulling"
+EVENT_PULLED = "Pulled"
+EVENT_FAILED = "Failed"
+EVENT_BACK_OFF = "BackOff"
+EVENT_INSPECT_FAILED = "InspectFailed"
 IMAGE_PULL_BACKOFF = "ImagePullBackOff"
 ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
 INVALID_IMAGE_NAME = "InvalidImageName"
@@ -258,8 +266,10 @@ class ImageManager:
 
     def __init__(self, image_service: ImageService, *, serialize_pulls: bool = True,
                  pull_qps: float = 5.0, pull_burst: int = 10, backoff: Backoff | None = None,
-                 max_parallel_pulls: int | None = None) -> None:
+                 max_parallel_pulls: int | None = None,
+                 recorder: EventRecorder | None = None) -> None:
         self._images = image_service
+        self._recorder: EventRecorder = recorder or LoggingRecorder()
         self.backoff = backoff or Backoff(IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)
         self._limiter = TokenBucket(pull_qps, pull_burst)
         limit = 1 if serialize_pulls else max_parallel_pulls
@@ -273,11 +283,17 @@ class ImageManager:
         spec_image = container.image or ""
         meta = pod.metadata
         pod_ref = f"{meta.namespace}/{meta.name}" if meta else ""
+        field_path = container_field_path(pod, container)
+
+        def event(event_type: str, reason: str, message: str) -> None:
+            self._recorder.event(pod, event_type, reason, message, field_path)
+
         try:
             image = apply_default_tag(spec_image)
         except ValueError as err:
             message = f"Failed to apply default image tag {spec_image!r}: {err}"
             klog.warning(message, pod=pod_ref, container=container.name)
+            event(WARNING, EVENT_INSPECT_FAILED, message)
             raise ImagePullError(INVALID_IMAGE_NAME, message) from err
 
         try:
@@ -285,6 +301,7 @@ class ImageManager:
         except Exception as err:
             message = f"Failed to inspect image {spec_image!r}: {err}"
             klog.warning(message, pod=pod_ref, container=container.name)
+            event(WARNING, EVENT_INSPECT_FAILED, message)
             raise ImagePullError(IMAGE_INSPECT_ERROR, message) from err
         present = status is not None and bool(status.id)
 
@@ -293,9 +310,12 @@ class ImageManager:
             if status is not None and present:
                 klog.v(2).info("Container image already present on machine", pod=pod_ref,
                                image=spec_image)
+                event(NORMAL, EVENT_PULLED,
+                      f'Container image "{spec_image}" already present on machine')
                 return str(status.id)
             message = f'Container image "{spec_image}" is not present with pull policy of Never'
             klog.warning(message, pod=pod_ref, container=container.name)
+            event(WARNING, ERR_IMAGE_NEVER_PULL, message)
             raise ImagePullError(ERR_IMAGE_NEVER_PULL, message)
 
         uid = (meta.uid if meta else None) or ""
@@ -306,9 +326,11 @@ class ImageManager:
             if previous:
                 message = f"{message}: {ERR_IMAGE_PULL}: {previous}"
             klog.info("Back-off pulling image", pod=pod_ref, image=spec_image)
+            event(NORMAL, EVENT_BACK_OFF, f'Back-off pulling image "{spec_image}"')
             raise ImagePullError(IMAGE_PULL_BACKOFF, message)
 
         klog.info("Pulling image", pod=pod_ref, image=spec_image)
+        event(NORMAL, EVENT_PULLING, f'Pulling image "{spec_image}"')
         started = time.monotonic()
         POD_STARTUP_TRACKER.record_image_started_pulling(uid)
         try:
@@ -317,11 +339,15 @@ class ImageManager:
         except Exception as err:
             message = str(err) or type(err).__name__
             klog.warning("Failed to pull image", pod=pod_ref, image=spec_image, err=message)
+            event(WARNING, EVENT_FAILED, f'Failed to pull image "{spec_image}": {message}')
             self.backoff.next(backoff_key)
             self._last_error[backoff_key] = message
             raise ImagePullError(ERR_IMAGE_PULL, message) from err
+        took = time.monotonic() - started
         klog.info("Successfully pulled image", pod=pod_ref, image=spec_image,
-                  duration=f"{time.monotonic() - started:.3f}s")
+                  duration=f"{took:.3f}s")
+        event(NORMAL, EVENT_PULLED,
+              f'Successfully pulled image "{spec_image}" in {format_go_duration(round(took, 3))}')
         self._last_error.pop(backoff_key, None)
         self.backoff.gc()
         return image_ref

@@ -45,7 +45,7 @@ from pykubelet.cri import ImageService, RuntimeService
 from pykubelet.cri.errors import is_not_found
 from pykubelet.cri.logstream import LogOptions, Writer, read_logs
 from pykubelet.cri.runtime import KUBE_RUNTIME_API_VERSION
-from pykubelet.events import EventRecorder, LoggingRecorder
+from pykubelet.events import WARNING, EventRecorder, LoggingRecorder, container_field_path
 from pykubelet.kuberuntime.actions import (
     CRASH_LOOP_BACK_OFF,
     PodActions,
@@ -70,7 +70,7 @@ from pykubelet.kuberuntime.container import (
     cri_container_state,
 )
 from pykubelet.kuberuntime.container_config import ContainerOptions
-from pykubelet.kuberuntime.images import ImageManager
+from pykubelet.kuberuntime.images import EVENT_BACK_OFF, ImageManager
 from pykubelet.kuberuntime.labels import (
     POD_UID_LABEL,
     get_container_info_from_annotations,
@@ -158,7 +158,8 @@ class KubeGenericRuntimeManager:
             CRASH_LOOP_BACKOFF_INITIAL_SECONDS, CRASH_LOOP_BACKOFF_MAX_SECONDS, clock)
         self.image_manager = image_manager or ImageManager(
             image_service, serialize_pulls=options.serialize_image_pulls,
-            pull_qps=options.registry_pull_qps, pull_burst=options.registry_burst)
+            pull_qps=options.registry_pull_qps, pull_burst=options.registry_burst,
+            recorder=recorder)
         self.liveness = liveness
         self.startup = startup
         recorder = recorder or LoggingRecorder()
@@ -353,6 +354,10 @@ class KubeGenericRuntimeManager:
                              CRASH_LOOP_BACK_OFF, backoff_message)
                 klog.v(4).info("Backing Off restarting container in pod", containerType=kind,
                                container=container.name, pod=pod_desc(pod))
+                self.containers.recorder.event(
+                    pod, WARNING, EVENT_BACK_OFF,
+                    f"Back-off restarting failed container {container.name} in pod "
+                    f"{pod_desc(pod)}", container_field_path(pod, container))
                 return False
             klog.v(4).info("Creating container in pod", containerType=kind,
                            container=container.name, pod=pod_desc(pod))

@@ -22,7 +22,6 @@ from pykubelet.nodestatus.manager import (
     NodeStatusManager,
     NodeStatusOptions,
     birth_cry,
-    node_reference,
 )
 from pykubelet.nodestatus.resources import MachineResources, NodeResources
 from pykubelet.nodestatus.setters import (
@@ -71,6 +70,5 @@ __all__ = [
     "PressureReporter",
     "RuntimeHealth",
     "birth_cry",
-    "node_reference",
     "node_status_setters",
 ]

@@ -36,7 +36,6 @@ from kubernetes_asyncio.client import (
     V1NodeSpec,
     V1NodeStatus,
     V1ObjectMeta,
-    V1ObjectReference,
     V1Taint,
 )
 
@@ -53,7 +52,7 @@ from pykubelet.api.wellknown import (
     go_os,
 )
 from pykubelet.client.apiclient import describe_error
-from pykubelet.events import NORMAL, EventRecorder
+from pykubelet.events import NORMAL, EventRecorder, node_reference
 from pykubelet.nodestatus.patch import node_status_has_changed, node_status_patch, patch_body
 from pykubelet.nodestatus.resources import is_hugepage_resource
 from pykubelet.nodestatus.setters import NODE_READY, TRUE, Setter
@@ -85,11 +84,6 @@ class NodeStatusOptions:
     update_frequency: float = 10.0
     report_frequency: float = 300.0
     node_ready_grace_period: float = NODE_READY_GRACE_PERIOD
-
-
-def node_reference(node_name: str) -> V1ObjectReference:
-    """The object node events are about (upstream ``nodeRef``: the UID is the name)."""
-    return V1ObjectReference(kind="Node", name=node_name, uid=node_name, namespace="")
 
 
 def birth_cry(recorder: EventRecorder, node_name: str) -> None:
@@ -494,5 +488,4 @@ __all__ = [
     "NodeStatusManager",
     "NodeStatusOptions",
     "birth_cry",
-    "node_reference",
 ]

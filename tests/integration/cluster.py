@@ -1,17 +1,24 @@
-"""A real pykubelet joined to the real control plane, and what kubectl shows of its node.
+"""A real pykubelet joined to the real control plane, what kubectl shows, and disruptions.
 
 ``ClusterKubelet`` is the end-to-end tests' ``KubeletProcess`` with a
 ``--kubeconfig`` (a node credential from the control plane, or a bootstrap
 kubeconfig), a node name of its own (the control plane is shared by the whole
 session) and no ``--node-ip`` unless asked: a node's InternalIP must be a real
-interface address, never loopback.
+interface address, never loopback. It registers its own Node and renews its
+own lease; the Node authorizer and NodeRestriction check every request.
+
+The disruptions act on the real processes: ``restart_apiserver`` stops the
+kube-apiserver (optionally for a while, optionally compacting etcd while it
+is down) and starts it again with the same command line.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -20,8 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from tests.controlplane import ControlPlane
 from tests.integration.kubelet_process import KubeletProcess
+
+APISERVER_READY_TIMEOUT = 120.0
 
 
 def unique_node_name(prefix: str = "pyk") -> str:
@@ -122,23 +133,160 @@ def kubectl_get_nodes(plane: ControlPlane) -> str:
     return plane.kubectl("get", "nodes").stdout
 
 
-def poll(condition_fn: Callable[[], Any], timeout: float, what: str,
-         interval: float = 0.5) -> Any:
+
+# --- what a user sees through kubectl ---------------------------------------------------------
+
+
+def get_pod(plane: ControlPlane, name: str, namespace: str = "default") -> dict[str, Any] | None:
+    result = plane.kubectl("get", "pod", "-n", namespace, name, "-o", "json",
+                           "--ignore-not-found", check=False)
+    if result.returncode != 0 or not result.stdout.strip():
+        return None
+    pod: dict[str, Any] = json.loads(result.stdout)
+    return pod
+
+
+def pod_events(plane: ControlPlane, name: str, namespace: str = "default") -> list[dict[str, Any]]:
+    events = plane.kubectl_json("get", "events", "-n", namespace, "--field-selector",
+                                f"involvedObject.name={name}")
+    items: list[dict[str, Any]] = events.get("items") or []
+    return items
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str,
+               interval: float = 0.25, on_timeout: Callable[[], str] | None = None) -> Any:
     deadline = time.monotonic() + timeout
+    last: Any = None
     while time.monotonic() < deadline:
-        value = condition_fn()
-        if value:
-            return value
+        last = condition()
+        if last:
+            return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    extra = f"\n{on_timeout()}" if on_timeout is not None else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r}){extra}")
 
 
-__all__ = [
-    "ClusterKubelet",
-    "condition",
-    "is_ready",
-    "kubectl_get_nodes",
-    "parse_time",
-    "poll",
-    "unique_node_name",
-]
+def api_pod(name: str, node: str, image: str, script: str = "sleep 3600", *,
+            restart_policy: str = "Always", grace: int | None = None,
+            automount: bool = False, **spec: Any) -> dict[str, Any]:
+    """A pod bound to ``node`` (as the scheduler would bind it) running ``script`` in busybox."""
+    body: dict[str, Any] = {
+        "nodeName": node, "restartPolicy": restart_policy,
+        "containers": [{"name": "app", "image": image, "command": ["sh", "-c", script]}],
+        **spec}
+    if not automount:
+        body["automountServiceAccountToken"] = False
+    if grace is not None:
+        body["terminationGracePeriodSeconds"] = grace
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": body}
+
+
+def create(plane: ControlPlane, manifest: dict[str, Any]) -> None:
+    plane.kubectl("create", "-f", "-", input=json.dumps(manifest))
+
+
+# --- disruptions ----------------------------------------------------------------------------
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not byte & 0x80:
+            return value, at
+
+
+def _fields(data: bytes) -> dict[int, int | bytes]:
+    """Top-level fields of a protobuf message (varints and length-delimited only)."""
+    fields: dict[int, int | bytes] = {}
+    at = 0
+    while at < len(data):
+        key, at = _read_varint(data, at)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            fields[number], at = _read_varint(data, at)
+        elif wire_type == 2:
+            length, at = _read_varint(data, at)
+            fields[number], at = data[at:at + length], at + length
+        else:
+            raise ValueError(f"unexpected protobuf wire type {wire_type}")
+    return fields
+
+
+def compact_etcd(plane: ControlPlane) -> int:
+    """Compact etcd at its current revision; returns the revision.
+
+    Two etcd v3 gRPC calls (KV.Range for the revision, KV.Compact), encoded by
+    hand: the messages are tiny, and no etcd client is installed.
+    """
+    pki = plane.dir / "pki"
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=(pki / "ca.crt").read_bytes(),
+        private_key=(pki / "apiserver-etcd-client.key").read_bytes(),
+        certificate_chain=(pki / "apiserver-etcd-client.crt").read_bytes())
+    with grpc.secure_channel(f"127.0.0.1:{plane.env['ETCD_PORT']}", credentials) as channel:
+        key = b"/registry/"
+        range_request = b"\x0a" + _varint(len(key)) + key + b"\x18" + _varint(1)
+        answer = channel.unary_unary("/etcdserverpb.KV/Range")(range_request, timeout=30)
+        header = _fields(answer)[1]
+        assert isinstance(header, bytes)
+        revision = _fields(header)[3]
+        assert isinstance(revision, int)
+        compaction = b"\x08" + _varint(revision) + b"\x10\x01"
+        try:
+            channel.unary_unary("/etcdserverpb.KV/Compact")(compaction, timeout=60)
+        except grpc.RpcError as err:
+            # Nothing written since the last compaction: already compacted there.
+            if err.code() != grpc.StatusCode.OUT_OF_RANGE:
+                raise
+    return revision
+
+
+def _apiserver_ready(plane: ControlPlane) -> bool:
+    try:
+        result = plane.kubectl("get", "--raw", "/readyz", check=False, timeout=10)
+    except subprocess.TimeoutExpired:
+        return False  # still starting, and slow about it
+    return result.returncode == 0 and result.stdout.strip() == "ok"
+
+
+def restart_apiserver(plane: ControlPlane, down_for: float = 0.0,
+                      while_down: Callable[[], object] | None = None) -> None:
+    """Stop kube-apiserver, wait ``down_for`` seconds (running ``while_down``), start it again."""
+    pid = plane.pid("kube-apiserver")
+    assert pid is not None, "kube-apiserver is not running"
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if Path(f"/proc/{pid}").exists():
+        os.kill(pid, signal.SIGKILL)
+    stopped = time.monotonic()
+    try:
+        if while_down is not None:
+            while_down()
+        remaining = down_for - (time.monotonic() - stopped)
+        if remaining > 0:
+            time.sleep(remaining)
+    finally:
+        # Whatever happened meanwhile, the control plane is left running.
+        with open(plane.log_path("kube-apiserver"), "ab") as log:
+            process = subprocess.Popen([a.decode() for a in argv], stdout=log,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True)
+        (plane.dir / "run" / "kube-apiserver.pid").write_text(str(process.pid))
+    wait_until(lambda: _apiserver_ready(plane), APISERVER_READY_TIMEOUT,
+               "kube-apiserver ready again", interval=0.5)

@@ -20,7 +20,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from tests.controlplane import ControlPlane, ControlPlaneError, build_binaries
-from tests.integration.cluster import ClusterKubelet, parse_time, poll, unique_node_name
+from tests.integration.cluster import ClusterKubelet, parse_time, unique_node_name, wait_until
 from tests.integration.kubelet_process import remove_everything
 from tests.testbed import Testbed
 
@@ -93,7 +93,7 @@ def test_bootstrap_then_rotation(short_lived_plane: ControlPlane, testbed: Testb
 
         # Heartbeats carry on with the new certificate (the old one expires soon after).
         rotated_at = time.time()
-        poll(lambda: (lease := kubelet.lease())
+        wait_until(lambda: (lease := kubelet.lease())
              and parse_time(lease["spec"]["renewTime"]).timestamp() > rotated_at + 2,
              30, "a lease renewal after the rotation")
         metrics = kubelet.wait_for(lambda: kubelet.metrics(), 10, "/metrics")

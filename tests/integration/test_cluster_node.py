@@ -33,8 +33,8 @@ from tests.integration.cluster import (
     is_ready,
     kubectl_get_nodes,
     parse_time,
-    poll,
     unique_node_name,
+    wait_until,
 )
 from tests.integration.kubelet_process import busybox_pod, free_port, remove_everything
 from tests.testbed import Testbed
@@ -220,7 +220,7 @@ def test_lease_is_renewed_and_owned_by_the_node(kubelets: Kubelets) -> None:
     kubelet = kubelets.new(extra_config={"nodeLeaseDurationSeconds": 8})
     kubelet.start()
     node = kubelet.wait_ready(timeout=60)
-    lease = poll(kubelet.lease, 30, "the node lease")
+    lease = wait_until(kubelet.lease, 30, "the node lease")
     spec = lease["spec"]
     assert spec["holderIdentity"] == kubelet.node_name
     assert spec["leaseDurationSeconds"] == 8
@@ -229,7 +229,7 @@ def test_lease_is_renewed_and_owned_by_the_node(kubelets: Kubelets) -> None:
         "uid": node["metadata"]["uid"]}]
     first = parse_time(spec["renewTime"])
     # Renewed every 8 / 4 = 2 seconds.
-    renewed = poll(lambda: (got := kubelet.lease())
+    renewed = wait_until(lambda: (got := kubelet.lease())
                    and parse_time(got["spec"]["renewTime"]) > first and got,
                    10, "a lease renewal")
     gap = (parse_time(renewed["spec"]["renewTime"]) - first).total_seconds()
@@ -243,12 +243,12 @@ def test_deleted_node_is_registered_again(kubelets: Kubelets) -> None:
     old = kubelet.wait_ready(timeout=60)
     old_uid = old["metadata"]["uid"]
     kubelet.plane.kubectl("delete", "node", kubelet.node_name)
-    again = poll(lambda: (n := kubelet.node()) and n["metadata"]["uid"] != old_uid and n,
+    again = wait_until(lambda: (n := kubelet.node()) and n["metadata"]["uid"] != old_uid and n,
                  30, "the node registered again")
     assert again["metadata"]["labels"]["kubernetes.io/hostname"] == kubelet.node_name
     kubelet.wait_ready(timeout=30)
     # The old lease went with the old Node; the new one is owned by the new Node.
-    poll(lambda: (got := kubelet.lease())
+    wait_until(lambda: (got := kubelet.lease())
          and got["metadata"].get("ownerReferences", [{}])[0].get("uid")
          == again["metadata"]["uid"], 60, "a lease owned by the new Node")
     assert kubelet.forbidden_lines() == []
@@ -268,7 +268,7 @@ def test_restart_reconciles_default_labels_and_keeps_the_rest(kubelets: Kubelets
     second = kubelets.new(name, extra_args=["--node-labels=pykubelet.example/late=yes",
                                             "--register-with-taints=second=yes:NoSchedule"])
     second.start()
-    node = poll(lambda: (n := second.node())
+    node = wait_until(lambda: (n := second.node())
                 and n["metadata"]["labels"].get("kubernetes.io/hostname") == name and n,
                 30, "the hostname label reconciled")
     labels = node["metadata"]["labels"]
@@ -382,7 +382,7 @@ def test_api_server_outage_pods_keep_running_status_catches_up(
         kubelet.start()
         kubelet.wait_ready(timeout=60)
         kubelet.wait_phase("steady", "Running", timeout=60)
-        poll(kubelet.lease, 30, "the node lease")
+        wait_until(kubelet.lease, 30, "the node lease")
         container = kubelet.container_status("steady", "c")["containerID"]
 
         proxy.cut()
@@ -395,7 +395,7 @@ def test_api_server_outage_pods_keep_running_status_catches_up(
         assert "Failed to update lease" in kubelet.log_text()  # and retried with back-off
 
         proxy.start()
-        renewed = poll(lambda: (got := kubelet.lease())
+        renewed = wait_until(lambda: (got := kubelet.lease())
                        and parse_time(got["spec"]["renewTime"]).timestamp() > cut_at + 15
                        and got, 40, "the lease renewed after the outage")
         assert renewed["spec"]["holderIdentity"] == name

@@ -9,7 +9,6 @@ from kubernetes_asyncio.client import V1Pod, V1PodStatus
 
 from pykubelet.container import ContainerState
 from pykubelet.status.manager import StatusManager
-from pykubelet.status.reason_cache import ReasonCache
 from tests.unit.test_status_generate import (
     UID,
     condition,
@@ -29,19 +28,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-class RecordingSink:
-    """Stands in for the API server's pod status endpoint."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.fail = fail
-        self.patches: list[tuple[str, str]] = []
-
-    async def patch_status(self, pod: V1Pod, status: V1PodStatus) -> None:
-        if self.fail:
-            raise ConnectionError("apiserver unreachable")
-        self.patches.append((pod.metadata.uid, status.phase))
 
 
 def status_of(manager: StatusManager) -> V1PodStatus:
@@ -171,18 +157,3 @@ def test_long_termination_messages_are_bounded() -> None:
     manager.set_pod_status(pod, generate(pod, runtime(instance(
         "app", ContainerState.EXITED, exit_code=1, message="x" * 20000))))
     assert len(container(status_of(manager), "app").state.terminated.message) == 12 * 1024
-
-
-async def test_sync_publishes_each_change_once_and_retries_failures() -> None:
-    pod = make_pod()
-    sink = RecordingSink(fail=True)
-    manager = StatusManager(sink)
-    manager.set_pod_status(pod, generate(pod, runtime(), ReasonCache()))
-
-    assert await manager.sync() == 0
-    sink.fail = False
-    assert await manager.sync() == 1
-    assert await manager.sync() == 0
-    manager.set_pod_status(pod, running_status(pod))
-    assert await manager.sync() == 1
-    assert sink.patches == [(UID, "Pending"), (UID, "Running")]

@@ -1,0 +1,158 @@
+"""The sync loop's pod handlers: admission, mirror pods and what reaches the pod workers."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from kubernetes_asyncio.client import V1Node, V1PodStatus
+
+from pykubelet.api import from_dict, pod_from_dict
+from pykubelet.api.kubetypes import (
+    CONFIG_HASH_ANNOTATION_KEY,
+    CONFIG_MIRROR_ANNOTATION_KEY,
+    CONFIG_SOURCE_ANNOTATION_KEY,
+    SyncPodType,
+)
+from pykubelet.events import Event, LoggingRecorder
+from pykubelet.kubelet.kubelet import Kubelet, KubeletOptions, SyncLoopMonitor
+from pykubelet.kubelet.pod_manager import PodManager
+from pykubelet.lifecycle.admission import PredicateAdmitHandler
+from pykubelet.podworkers import UpdatePodOptions
+from pykubelet.status import StatusManager
+
+
+class Workers:
+    """Records what the kubelet asks of the pod workers."""
+
+    def __init__(self) -> None:
+        self.updates: list[UpdatePodOptions] = []
+        self.terminated: set[str] = set()
+
+    def update_pod(self, options: UpdatePodOptions) -> None:
+        self.updates.append(options)
+
+    def is_pod_termination_requested(self, uid: str) -> bool:
+        return False
+
+    def is_pod_known_terminated(self, uid: str) -> bool:
+        return uid in self.terminated
+
+    def summary(self) -> list[tuple[str, str, str | None]]:
+        return [(u.update_type.value, u.pod.metadata.name,
+                 u.mirror_pod.metadata.uid if u.mirror_pod is not None else None)
+                for u in self.updates]
+
+
+class Deps:
+    def __init__(self) -> None:
+        self.recorder = LoggingRecorder()
+        self.events: list[Event] = []
+        self.recorder.listeners.append(self.events.append)
+        self.standalone = False
+
+
+def node(pods: int = 10, labels: dict[str, str] | None = None) -> V1Node:
+    return from_dict({"metadata": {"name": "n1", "labels": labels or {}},
+                      "status": {"allocatable": {"cpu": "4", "memory": "8Gi",
+                                                 "pods": str(pods)}}}, V1Node)
+
+
+def kubelet(the_node: V1Node | None = None) -> tuple[Kubelet, Workers, Deps]:
+    workers, deps = Workers(), Deps()
+    pods = PodManager()
+    the_kubelet = Kubelet(
+        KubeletOptions(node_name="n1", root_dir="/nonexistent"), deps=cast(Any, deps),
+        supervisor=cast(Any, None), runtime=cast(Any, None), cache=cast(Any, None),
+        pleg=cast(Any, None), pod_manager=pods, status_manager=StatusManager(pods=pods),
+        reason_cache=cast(Any, None), runtime_state=cast(Any, None),
+        probe_manager=cast(Any, None), pod_workers=cast(Any, workers),
+        sources_ready=lambda: True, sync_loop_monitor=SyncLoopMonitor(),
+        stats_provider=cast(Any, None),
+        admit_handlers=[PredicateAdmitHandler(lambda: the_node or node())])
+    return the_kubelet, workers, deps
+
+
+def pod(name: str, source: str = "api", created: str = "2026-01-01T00:00:00Z",
+        **spec: Any) -> Any:
+    return pod_from_dict({
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                     "creationTimestamp": created,
+                     "annotations": {CONFIG_SOURCE_ANNOTATION_KEY: source,
+                                     CONFIG_HASH_ANNOTATION_KEY: f"uid-{name}"}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}],
+                 **spec}})
+
+
+def mirror_of(static: Any, uid: str = "mirror-uid") -> Any:
+    mirror = pod_from_dict({"metadata": {
+        "name": static.metadata.name, "namespace": "default", "uid": uid,
+        "annotations": {CONFIG_SOURCE_ANNOTATION_KEY: "api",
+                        CONFIG_MIRROR_ANNOTATION_KEY: static.metadata.uid}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}})
+    return mirror
+
+
+def test_admitted_pods_are_created_oldest_first() -> None:
+    the_kubelet, workers, _ = kubelet()
+    the_kubelet.handle_pod_additions([pod("young", created="2026-01-02T00:00:00Z"),
+                                      pod("old", created="2026-01-01T00:00:00Z")])
+    assert workers.summary() == [("create", "old", None), ("create", "young", None)]
+
+
+def test_rejected_pods_never_reach_a_worker_and_are_failed_with_an_event() -> None:
+    the_kubelet, workers, deps = kubelet(node(pods=1))
+    the_kubelet.handle_pod_additions([pod("first"), pod("second", created="2026-01-03T00:00:00Z")])
+    assert workers.summary() == [("create", "first", None)]
+    status = the_kubelet.status_manager.get_pod_status("uid-second")
+    assert status is not None
+    assert (status.phase, status.reason) == ("Failed", "OutOfpods")
+    assert status.message == ("Pod was rejected: Node didn't have enough resource: pods, "
+                              "requested: 1, used: 1, capacity: 1")
+    assert [(e.reason, e.type) for e in deps.events] == [("OutOfpods", "Warning")]
+
+
+def test_terminated_pods_free_their_place() -> None:
+    the_kubelet, workers, _ = kubelet(node(pods=1))
+    the_kubelet.handle_pod_additions([pod("first")])
+    workers.terminated.add("uid-first")
+    the_kubelet.handle_pod_additions([pod("second")])
+    assert [name for _, name, _ in workers.summary()] == ["first", "second"]
+
+
+def test_mirror_pods_are_never_run_and_update_their_static_pod() -> None:
+    the_kubelet, workers, _ = kubelet()
+    static = pod("etcd", source="file")
+    mirror = mirror_of(static)
+    the_kubelet.handle_pod_additions([mirror])  # static pod not known yet: nothing to do
+    assert workers.updates == []
+    the_kubelet.handle_pod_additions([static])
+    assert workers.summary() == [("create", "etcd", "mirror-uid")]
+    the_kubelet.handle_pod_updates([mirror])
+    the_kubelet.handle_pod_removes([mirror])
+    assert workers.summary()[1:] == [("update", "etcd", "mirror-uid"), ("update", "etcd", None)]
+    assert [p.metadata.uid for p in the_kubelet.pod_manager.get_pods()] == ["uid-etcd"]
+    # Removing a mirror pod never kills its static pod.
+    assert all(u.update_type != SyncPodType.KILL for u in workers.updates)
+
+
+def test_removed_pods_are_killed() -> None:
+    the_kubelet, workers, _ = kubelet()
+    gone = pod("gone")
+    the_kubelet.handle_pod_additions([gone])
+    the_kubelet.handle_pod_removes([gone])
+    assert workers.summary()[-1] == ("kill", "gone", None)
+    assert the_kubelet.pod_manager.get_pods() == []
+
+
+def test_a_status_only_change_is_remembered_without_a_sync() -> None:
+    the_kubelet, workers, _ = kubelet()
+    the_kubelet.handle_pod_additions([pod("p")])
+    changed = pod("p")
+    changed.status = V1PodStatus(phase="Running")
+    the_kubelet.handle_pod_reconcile([changed])
+    assert len(workers.updates) == 1
+    assert the_kubelet.pod_manager.get_pod_by_uid("uid-p").status.phase == "Running"
+    gated = pod("gated", readinessGates=[{"conditionType": "example.com/ready"}])
+    the_kubelet.handle_pod_additions([gated])
+    the_kubelet.handle_pod_reconcile([gated])
+    assert workers.summary()[-1] == ("sync", "gated", None)
