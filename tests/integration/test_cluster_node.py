@@ -181,7 +181,8 @@ def test_node_registers_and_is_ready_within_seconds(kubelets: Kubelets) -> None:
     addresses = {a["type"]: a["address"] for a in status["addresses"]}
     assert addresses["Hostname"] == kubelet.node_name
     assert not ipaddress.ip_address(addresses["InternalIP"]).is_loopback
-    assert status["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 10250  # capital P in the API
+    # The configured `port` (capital P in the API).
+    assert status["daemonEndpoints"]["kubeletEndpoint"]["Port"] == kubelet.port
     names = [name for image in status.get("images") or [] for name in image["names"]]
     assert any("busybox" in name for name in names), names
 

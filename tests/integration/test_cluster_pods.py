@@ -158,7 +158,9 @@ def test_a_pod_created_through_the_api_runs_and_reports_its_phases(cluster: Clus
     assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == (
         "False", "PodCompleted")
     assert conditions["PodScheduled"]["status"] == "True"
-    assert pod["status"]["hostIP"] == "127.0.0.1"
+    node = cluster.kubelet.node() or {}
+    internal_ips = [a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"]
+    assert pod["status"]["hostIP"] == internal_ips[0]
     assert running_ip, "no podIP reported while Running"
     # The events a user expects from a kubelet, through kubectl get events.
     wait_until(lambda: {e["reason"] for e in cluster.events(name)}
