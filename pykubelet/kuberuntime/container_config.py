@@ -23,8 +23,6 @@ root user under ``runAsNonRoot``...) raise ``CreateContainerConfigError``.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import secrets
 from collections.abc import Callable, Mapping
@@ -42,8 +40,14 @@ from kubernetes_asyncio.client import (
 )
 
 from pykubelet.api.expansion import expand
+from pykubelet.api.fieldpath import (
+    FieldPathError,
+    field_ref_value,
+    find_container,
+    resource_field_value,
+)
 from pykubelet.api.qos import container_limits, container_oom_score_adjust, container_requests
-from pykubelet.api.quantity import QuantityError, cpu_to_millis, memory_to_bytes, parse_quantity
+from pykubelet.api.quantity import QuantityError, cpu_to_millis, memory_to_bytes
 from pykubelet.kuberuntime.labels import new_container_annotations, new_container_labels
 from pykubelet.kuberuntime.logs import container_log_path, pod_logs_directory
 from pykubelet.kuberuntime.sandbox_config import (
@@ -89,11 +93,14 @@ class CreateContainerConfigError(Exception):
 class VolumeMounter(Protocol):
     """Where the pod's volumes are on the node, for the container's ``volumeMounts``.
 
-    Implemented by the volume manager; raise ``CreateContainerConfigError`` for
-    a volume that is not ready.
+    Implemented by the volume manager; a ``ValueError`` (a volume that is not
+    ready, a bad ``subPath``) becomes ``CreateContainerConfigError``.
     """
 
-    def mounts_for(self, pod: V1Pod, container: V1Container) -> list[api_pb2.Mount]: ...
+    def mounts_for(self, pod: V1Pod, container: V1Container,
+                   env: Mapping[str, str]) -> list[api_pb2.Mount]:
+        """``env`` is the container's environment, for ``subPathExpr``."""
+        ...
 
 
 class EnvSource(Protocol):
@@ -140,6 +147,8 @@ class ContainerOptions:
     # The node's hosts file, the base of /etc/hosts in host-network pods.
     node_hosts_file: str = ETC_HOSTS_PATH
     service_env: dict[str, str] = field(default_factory=dict)
+    # The service links of the pod's namespace (``enableServiceLinks``), per pod.
+    service_env_for: Callable[[V1Pod], Mapping[str, str]] | None = None
     volume_mounter: VolumeMounter | None = None
     env_source: EnvSource | None = None
 
@@ -169,11 +178,6 @@ def _pod_ident(pod: V1Pod) -> str:
     return f"{meta.name}_{meta.namespace}({meta.uid})"
 
 
-def _format_map(values: Mapping[str, str]) -> str:
-    return "\n".join(f"{key}={json.dumps(values[key], ensure_ascii=False)}"
-                     for key in sorted(values))
-
-
 def _pod_ips(pod: V1Pod, opts: ContainerOptions) -> list[str]:
     if opts.pod_ips:
         return list(opts.pod_ips)
@@ -184,69 +188,25 @@ def _pod_ips(pod: V1Pod, opts: ContainerOptions) -> list[str]:
 
 def _field_ref_value(pod: V1Pod, selector: V1ObjectFieldSelector,
                      opts: ContainerOptions) -> str:
-    path = selector.field_path or ""
-    meta = pod.metadata
-    spec = pod.spec
-    labels = (meta.labels if meta else None) or {}
-    annotations = (meta.annotations if meta else None) or {}
-    if path.endswith("']") and "['" in path:
-        base, _, rest = path.partition("['")
-        key = rest[:-2]
-        if base == "metadata.labels":
-            return str(labels.get(key, ""))
-        if base == "metadata.annotations":
-            return str(annotations.get(key, ""))
-    pod_ips = _pod_ips(pod, opts)
-    host_ips = [opts.host_ip] if opts.host_ip else []
-    simple: dict[str, Callable[[], str]] = {
-        "metadata.name": lambda: (meta.name if meta else None) or "",
-        "metadata.namespace": lambda: (meta.namespace if meta else None) or "",
-        "metadata.uid": lambda: (meta.uid if meta else None) or "",
-        "metadata.labels": lambda: _format_map(labels),
-        "metadata.annotations": lambda: _format_map(annotations),
-        "spec.nodeName": lambda: (spec.node_name if spec else None) or opts.node_name,
-        "spec.serviceAccountName": lambda: (spec.service_account_name if spec else None) or "",
-        "status.podIP": lambda: pod_ips[0] if pod_ips else "",
-        "status.podIPs": lambda: ",".join(pod_ips),
-        "status.hostIP": lambda: host_ips[0] if host_ips else "",
-        "status.hostIPs": lambda: ",".join(host_ips),
-    }
-    if path not in simple:
-        raise CreateContainerConfigError(f"unsupported fieldPath: {path}")
-    return simple[path]()
+    try:
+        return field_ref_value(pod, selector.field_path or "", node_name=opts.node_name,
+                               pod_ips=_pod_ips(pod, opts),
+                               host_ips=[opts.host_ip] if opts.host_ip else [])
+    except FieldPathError as err:
+        raise CreateContainerConfigError(str(err)) from err
 
 
 def _resource_field_value(pod: V1Pod, container: V1Container,
                           selector: V1ResourceFieldSelector, opts: ContainerOptions) -> str:
-    target = container
-    if selector.container_name:
-        spec = pod.spec
-        candidates = [*(spec.containers or []), *(spec.init_containers or [])] if spec else []
-        found = next((c for c in candidates if c.name == selector.container_name), None)
-        if found is None:
-            raise CreateContainerConfigError(
-                f"container {selector.container_name} not found in pod")
-        target = found
-    kind, _, resource = (selector.resource or "").partition(".")
-    values = container_limits(target) if kind == "limits" else container_requests(target)
-    divisor = selector.divisor if selector.divisor not in (None, "") else "1"
     try:
-        if resource == "cpu":
-            if kind == "limits" and "cpu" not in values:
-                millis = opts.node_allocatable_cpu_millis
-            else:
-                millis = cpu_to_millis(values.get("cpu", 0))
-            return str(math.ceil(millis / cpu_to_millis(divisor)))
-        if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
-            if kind == "limits" and resource not in values and resource == "memory":
-                amount = opts.node_allocatable_memory or opts.memory_capacity
-            else:
-                amount = memory_to_bytes(values.get(resource, 0))
-            return str(math.ceil(parse_quantity(amount) / parse_quantity(divisor)))
-    except (QuantityError, ZeroDivisionError) as err:
-        raise CreateContainerConfigError(f"invalid resourceFieldRef {selector.resource}: {err}") \
-            from err
-    raise CreateContainerConfigError(f"unsupported container resource : {selector.resource}")
+        target = (find_container(pod, selector.container_name) if selector.container_name
+                  else container)
+        return resource_field_value(
+            target, selector.resource or "", selector.divisor,
+            node_cpu_millis=opts.node_allocatable_cpu_millis,
+            node_memory=opts.node_allocatable_memory or opts.memory_capacity)
+    except FieldPathError as err:
+        raise CreateContainerConfigError(str(err)) from err
 
 
 def _namespace(pod: V1Pod) -> str:
@@ -335,7 +295,10 @@ def make_environment(pod: V1Pod, container: V1Container,
                      opts: ContainerOptions) -> dict[str, str]:
     """The final environment in declaration order (upstream ``makeEnvironmentVariables``)."""
     env = _env_from(pod, container, opts)
-    lookup = _lookup_in(env, opts.service_env)
+    service_env = dict(opts.service_env)
+    if opts.service_env_for is not None:
+        service_env.update(opts.service_env_for(pod))
+    lookup = _lookup_in(env, service_env)
     for var in container.env or []:
         if not var.name:
             continue
@@ -354,7 +317,7 @@ def make_environment(pod: V1Pod, container: V1Container,
         # Re-declaring a name moves it to its latest position, as the runtime sees one value.
         env.pop(var.name, None)
         env[var.name] = value
-    for name, value in opts.service_env.items():
+    for name, value in service_env.items():
         env.setdefault(name, value)
     return env
 
@@ -571,14 +534,18 @@ def _termination_message_mount(container: V1Container,
     return api_pb2.Mount(container_path=container.termination_message_path, host_path=path)
 
 
-def make_mounts(pod: V1Pod, container: V1Container, opts: ContainerOptions) -> list[api_pb2.Mount]:
+def make_mounts(pod: V1Pod, container: V1Container, opts: ContainerOptions,
+                env: Mapping[str, str] | None = None) -> list[api_pb2.Mount]:
     mounts: list[api_pb2.Mount] = []
     if container.volume_mounts:
         if opts.volume_mounter is None:
             first = container.volume_mounts[0]
             raise CreateContainerConfigError(
                 f"cannot find volume {first.name!r} to mount into container {container.name!r}")
-        mounts.extend(opts.volume_mounter.mounts_for(pod, container))
+        try:
+            mounts.extend(opts.volume_mounter.mounts_for(pod, container, env or {}))
+        except ValueError as err:
+            raise CreateContainerConfigError(str(err)) from err
     pod_ips = _pod_ips(pod, opts)
     overrides_hosts = any(m.container_path == ETC_HOSTS_PATH for m in mounts)
     if pod_ips and not overrides_hosts:
@@ -619,7 +586,7 @@ def generate_container_config(container: V1Container, pod: V1Pod, restart_count:
         args=args,
         working_dir=container.working_dir or "",
         envs=[api_pb2.KeyValue(key=k, value=v) for k, v in env.items()],
-        mounts=make_mounts(pod, container, opts),
+        mounts=make_mounts(pod, container, opts, env),
         labels=new_container_labels(container, pod),
         annotations=new_container_annotations(container, pod, restart_count),
         log_path=container_log_path(container.name or "", restart_count),
