@@ -60,6 +60,8 @@ class KubeletProcess:
             "podLogsDir": str(self.logs_dir),
             "containerRuntimeEndpoint": endpoint,
             "syncFrequency": "10s",
+            # The test machines run cgroup v1, which the default (true) refuses.
+            "failCgroupV1": False,
         }
         config.update(extra_config or {})
         self.config_path = base / "kubelet.yaml"
