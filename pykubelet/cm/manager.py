@@ -140,14 +140,6 @@ def _quantity(resource: str, value: str, path: str) -> Fraction:
     return Fraction(math.ceil(amount))
 
 
-def threshold_quantity(threshold: EvictionThreshold, capacity: Fraction) -> Fraction:
-    """An eviction threshold in absolute units (a percentage is of ``capacity``)."""
-    value = threshold.value
-    if value.quantity is not None:
-        return Fraction(value.quantity.value)
-    return Fraction(math.floor(capacity * Fraction(str(value.percentage or 0)) / 100))
-
-
 @dataclass
 class Capacity:
     """Node capacity in integers: cpu in millicores, memory and storage in bytes, pids."""
@@ -213,8 +205,8 @@ class ContainerManager:
                         "nodefs.available": EPHEMERAL_STORAGE}.get(threshold.signal)
             if resource is None or resource not in self.capacity.values:
                 continue
-            reserved[resource] = reserved.get(resource, Fraction(0)) + threshold_quantity(
-                threshold, self.capacity.values[resource])
+            reserved[resource] = reserved.get(resource, Fraction(0)) + threshold.value.amount(
+                int(self.capacity.values[resource]))
         return reserved
 
     def node_allocatable_reservation(self) -> dict[str, Fraction]:
@@ -451,5 +443,4 @@ __all__ = [
     "NodeConfig",
     "check_cgroup_version",
     "runtime_cgroup_driver_from_status_info",
-    "threshold_quantity",
 ]
