@@ -102,7 +102,7 @@ class RuntimeManagerOptions:
     resolv_conf: str = "/etc/resolv.conf"
     node_name: str = ""
     host_ip: str = ""
-    cgroup_parent: str = ""
+    pod_cgroup_parent: Callable[[V1Pod], str] | None = None
     runtime_handler: str = ""
     serialize_image_pulls: bool = True
     registry_pull_qps: float = 5.0
@@ -112,7 +112,7 @@ class RuntimeManagerOptions:
     def sandbox_options(self) -> SandboxOptions:
         return SandboxOptions(pod_logs_dir=self.pod_logs_dir, cluster_dns=list(self.cluster_dns),
                               cluster_domain=self.cluster_domain, resolv_conf=self.resolv_conf,
-                              cgroup_parent=self.cgroup_parent,
+                              pod_cgroup_parent=self.pod_cgroup_parent,
                               node_ips=[self.host_ip] if self.host_ip else [],
                               seccomp_profile_root=os.path.join(self.root_dir, "seccomp"))
 
