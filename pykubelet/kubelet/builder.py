@@ -24,6 +24,12 @@ from pykubelet.cri.runtime import RemoteRuntimeService
 from pykubelet.events import LoggingRecorder
 from pykubelet.kubelet.kubelet import Kubelet, KubeletOptions, SyncLoopMonitor
 from pykubelet.kubelet.pod_manager import PodManager
+from pykubelet.kubelet.resources import (
+    build_resource_managers,
+    new_container_manager,
+    runtime_sandbox_image,
+    start_container_manager,
+)
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
@@ -92,6 +98,11 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
     klog.info("Container runtime initialized", containerRuntime=version.runtime_name,
               version=version.runtime_version, apiVersion=version.runtime_api_version)
 
+    # The container manager checks the node (cgroup version, driver, reservations)
+    # and builds the pod cgroup tree before any pod can start.
+    container_manager = new_container_manager(server)
+    await start_container_manager(container_manager, runtime_service)
+
     # Probe verdicts: liveness and startup steer the runtime manager (kill and
     # restart), readiness and startup shape the pod status.
     recorder = LoggingRecorder()
@@ -115,6 +126,9 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         serialize_image_pulls=config.serialize_image_pulls,
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
+        cpu_cfs_quota=config.cpu_cfs_quota,
+        pod_cgroup_parent=(container_manager.pod_cgroup_parent if config.cgroups_per_qos
+                           else None),
     ), liveness=liveness, startup=startup, handler_runner=handler_runner, recorder=recorder)
     await runtime.initialize()
 
@@ -136,6 +150,21 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
     pod_workers = PodWorkers(kubelet, cache, resync_interval=_seconds(config.sync_frequency),
                              backoff_period=POD_WORKER_BACKOFF)
     kubelet.pod_workers = pod_workers
+
+    async def evict(pod: Any, grace: int, status_func: Any) -> None:
+        await pod_workers.terminate_pod_abnormally_and_wait(
+            pod, grace_period_override=grace, pod_status_func=status_func, evict=True)
+
+    resources = build_resource_managers(
+        server, container_manager, runtime_service, image_service, runtime, pod_workers,
+        active_pods=kubelet.active_pods, kill_pod=evict, recorder=recorder,
+        node_name=node_name,
+        sandbox_image=(flags.pod_infra_container_image
+                       or await runtime_sandbox_image(runtime_service)))
+    kubelet.container_manager = container_manager if config.cgroups_per_qos else None
+    kubelet.eviction_manager = resources.eviction
+    kubelet.container_gc = resources.container_gc
+    kubelet.recorder = recorder
 
     # Pod sources, merged by the pod config into one update stream.
     pod_config = PodConfig(node_name)
@@ -169,6 +198,8 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
     spawn("pod-config", pod_config.run)
     for source in sources:
         spawn(type(source).__name__, source.run)
+    for name, factory in resources.tasks(pod_config.sources_ready, kubelet.cached_pod_status):
+        spawn(name, supervised(name, factory))
     pleg.start()
 
     inputs = LoopInputs(
@@ -183,6 +214,7 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         sources_ready=pod_config.sources_ready,
         on_probe_update=kubelet.on_probe_update,
         heartbeat=monitor.beat,
+        on_container_died=kubelet.on_container_died,
     )
     loop_task = asyncio.create_task(sync_loop(inputs, kubelet), name="sync-loop")
     stop_task = asyncio.create_task(stopping.wait())
@@ -205,6 +237,25 @@ async def run_kubelet(server: KubeletServer, stopping: asyncio.Event) -> None:
         await asyncio.gather(loop_task, stop_task, *tasks, return_exceptions=True)
         await runtime_service.close()
         await image_service.close()
+
+
+def supervised(name: str, factory: Callable[[], Coroutine[Any, Any, Any]]
+               ) -> Callable[[], Coroutine[Any, Any, Any]]:
+    """Restart a crashed periodic task with back-off, logging the crash (until the
+    start-up chain's Supervisor takes over this role)."""
+    async def run() -> None:
+        delay = 1.0
+        while True:
+            try:
+                await factory()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                klog.error("Task crashed, restarting", err, task=name, backoff=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 60.0)
+    return run
 
 
 async def update_runtime_up(runtime: KubeGenericRuntimeManager, state: RuntimeState) -> None:

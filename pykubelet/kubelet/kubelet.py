@@ -11,6 +11,7 @@ Housekeeping (``handle_pod_cleanups``) removes what no source wants any more.
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import shutil
 import time
@@ -20,11 +21,16 @@ from kubernetes_asyncio.client import V1Pod, V1PodStatus
 
 from pykubelet.api import pod_ref, pod_uid
 from pykubelet.api.kubetypes import SyncPodType
+from pykubelet.cm import ContainerManager
+from pykubelet.cm.cgroups import CgroupError
 from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, ProbeResult, Runtime
 from pykubelet.container.cache import PodCache
 from pykubelet.container.helpers import running_pod_from_status
+from pykubelet.events import WARNING, EventRecorder
+from pykubelet.eviction import EvictionManager
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.runtime_state import RuntimeState
+from pykubelet.kuberuntime.gc import ContainerGC
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.results import ResultsManager, ResultUpdate
@@ -32,6 +38,7 @@ from pykubelet.status import ReasonCache, StatusManager, generate_api_pod_status
 from pykubelet.util import klog
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+FAILED_TO_CREATE_POD_CONTAINER = "FailedToCreatePodContainer"
 
 
 @dataclass
@@ -77,6 +84,12 @@ class Kubelet:
         self.probe_manager = probe_manager
         # Set by the builder: the workers call back into this object.
         self.pod_workers: PodWorkers | None = None
+        # Resource management (set by the builder when present): pod cgroups,
+        # eviction admission, the dead container deletor.
+        self.container_manager: ContainerManager | None = None
+        self.eviction_manager: EvictionManager | None = None
+        self.container_gc: ContainerGC | None = None
+        self.recorder: EventRecorder | None = None
 
     # -- directories ---------------------------------------------------------
 
@@ -140,7 +153,26 @@ class Kubelet:
         if len(active) >= self.options.max_pods:
             return ("OutOfpods", "Node didn't have enough resource: pods, "
                     f"requested: 1, used: {len(active)}, capacity: {self.options.max_pods}")
+        if self.eviction_manager is not None:
+            return self.eviction_manager.admit(pod)
         return None
+
+    def active_pods(self) -> list[V1Pod]:
+        """Upstream ``GetActivePods``: admitted pods that are not (or not yet) finished."""
+        workers = self._workers()
+        return [p for p in self.pod_manager.get_pods()
+                if not workers.is_pod_terminated(pod_uid(p))
+                and (not self._is_terminal(p)
+                     or workers.is_pod_termination_requested(pod_uid(p)))]
+
+    def on_container_died(self, uid: str, container_id: str) -> None:
+        """The sync loop's ContainerDied seam (upstream ``cleanUpContainersInPod``)."""
+        if self.container_gc is not None:
+            self.container_gc.container_died(uid, container_id)
+
+    def cached_pod_status(self, uid: str) -> PodStatus | None:
+        status, _ = self.cache.get(uid)
+        return status
 
     def reject_pod(self, pod: V1Pod, reason: str, message: str) -> None:
         klog.info("Pod admission denied", pod=pod_ref(pod), reason=reason, message=message)
@@ -169,11 +201,16 @@ class Kubelet:
 
     def _api_status(self, pod: V1Pod, status: PodStatus, terminal: bool = False) -> V1PodStatus:
         previous = self.status_manager.get_pod_status(pod_uid(pod))
-        return generate_api_pod_status(
+        api_status = generate_api_pod_status(
             pod, status, self.reason_cache, host_ip=self.options.host_ip,
             pod_is_terminal=terminal, previous=previous,
             readiness=lambda container_id: _succeeded(self.probe_manager.readiness, container_id),
             startup=lambda container_id: _succeeded(self.probe_manager.startup, container_id))
+        # A kill with a status of its own (an eviction) shapes every later status.
+        abnormal = self._workers().abnormal_termination(pod_uid(pod))
+        if abnormal is not None and abnormal.pod_status_func is not None:
+            abnormal.pod_status_func(api_status)
+        return api_status
 
     async def sync_pod(self, update_type: SyncPodType, pod: V1Pod, mirror_pod: V1Pod | None,
                        pod_status: PodStatus) -> bool:
@@ -186,6 +223,8 @@ class Kubelet:
         network = self.runtime_state.network_errors()
         if network and not (pod.spec.host_network or False):
             raise RuntimeError(f"network is not ready: {'; '.join(network)}")
+        if self.container_manager is not None:
+            await self._ensure_pod_cgroup(pod)
         self.make_pod_data_dirs(pod)
         self.probe_manager.add_pod(pod)  # idempotent: probing starts with the first sync
         result = await self.runtime.sync_pod(pod, pod_status)
@@ -194,6 +233,21 @@ class Kubelet:
         if error is not None:
             raise error
         return False
+
+    async def _ensure_pod_cgroup(self, pod: V1Pod) -> None:
+        """The pod's cgroup (and the QoS cgroups it changes) before its sandbox exists."""
+        assert self.container_manager is not None
+        try:
+            await self.container_manager.ensure_pod(pod)
+        except CgroupError as err:
+            message = f"unable to ensure pod container exists: {err}"
+            if self.recorder is not None:
+                self.recorder.event(pod, WARNING, FAILED_TO_CREATE_POD_CONTAINER, message)
+            self.status_manager.set_pod_status(pod, _with_message(
+                self.status_manager.get_pod_status(pod_uid(pod)), FAILED_TO_CREATE_POD_CONTAINER,
+                message))
+            raise RuntimeError(f"failed to ensure that the pod: {pod_uid(pod)} cgroups exist "
+                               f"and are correctly applied: {err}") from err
 
     async def sync_terminating_pod(self, pod: V1Pod, pod_status: PodStatus,
                                    grace_period: int | None) -> None:
@@ -254,6 +308,14 @@ class Kubelet:
                 self.cache.delete(uid)
 
         await asyncio.to_thread(self._remove_orphaned_pod_dirs, set(desired))
+        if self.container_manager is not None:
+            # Cgroups go once nothing of the pod can run any more.
+            keep = {uid for uid in desired if not workers.is_pod_terminated(uid)}
+            keep |= {uid for uid in worker_states if workers.could_have_running_containers(uid)}
+            removed = await asyncio.to_thread(
+                self.container_manager.remove_orphaned_pod_cgroups, keep)
+            if removed:
+                await self.container_manager.update_qos_cgroups()
 
     def _remove_orphaned_pod_dirs(self, desired: set[str]) -> None:
         try:
@@ -272,6 +334,14 @@ class Kubelet:
     def get_pods(self) -> list[V1Pod]:
         """Desired pods with their latest API status (the read-only ``/pods``)."""
         return [self.status_manager.pod_with_status(pod) for pod in self.pod_manager.get_pods()]
+
+
+def _with_message(status: V1PodStatus | None, reason: str, message: str) -> V1PodStatus:
+    """A pod that cannot start says why in its status; its phase stays what it was."""
+    updated = copy.copy(status) if status is not None else V1PodStatus(phase="Pending")
+    updated.reason = reason
+    updated.message = message
+    return updated
 
 
 def _still_running(pod: Pod) -> bool:

@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 
 # Upstream kubelet's ContainerGCPeriod.
 CONTAINER_GC_PERIOD = 60.0
-# Upstream's minDeadContainerInPod for the per-event deletor.
+# Upstream's minDeadContainerInPod and containerDeletorBufferLimit for the per-event deletor.
 MIN_DEAD_CONTAINERS_IN_POD = 1
+DELETOR_BUFFER = 50
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class ContainerGC:
         self.policy = policy or GCPolicy()
         self.clock = clock
         self._lock = asyncio.Lock()
+        self._died: asyncio.Queue[tuple[str, str]] = asyncio.Queue(DELETOR_BUFFER)
 
     async def garbage_collect(self, all_sources_ready: bool,
                               evict_non_deleted_pods: bool = False) -> int:
@@ -197,6 +199,27 @@ class ContainerGC:
             except Exception as err:
                 klog.error("Failed to remove container", err, containerID=container_id)
         return doomed
+
+    def container_died(self, uid: str, container_id: str) -> None:
+        """The sync loop's ContainerDied seam: queue the clean-up, never block the loop."""
+        try:
+            self._died.put_nowait((uid, container_id))
+        except asyncio.QueueFull:
+            klog.v(4).info("Container deletor queue is full, skipping", podUID=uid,
+                           containerID=container_id)
+
+    async def run_deletor(self, status_of: Callable[[str], PodStatus | None]) -> None:
+        """Work through ContainerDied events (a supervised task)."""
+        while True:
+            uid, container_id = await self._died.get()
+            status = status_of(uid)
+            if status is None:
+                continue
+            try:
+                await self.delete_containers_in_pod(
+                    container_id, status, self.pods.should_pod_content_be_removed(uid))
+            except Exception as err:
+                klog.error("Failed to delete dead containers of pod", err, podUID=uid)
 
     async def run(self, all_sources_ready: Callable[[], bool],
                   period: float = CONTAINER_GC_PERIOD) -> None:

@@ -9,8 +9,10 @@ the process talks to the testbed's containerd.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -23,9 +25,12 @@ from typing import Any
 
 import yaml
 
+from pykubelet.cm.cgroups import CgroupError, CgroupManager, parse_cgroupfs_name
 from pykubelet.cri.runtime import RemoteRuntimeService
 
 NODE_NAME = "e2e-node"
+# cgroupRoots created by this test process, removed by remove_everything.
+_CGROUP_ROOTS: set[str] = set()
 
 
 def free_port() -> int:
@@ -62,8 +67,12 @@ class KubeletProcess:
             "syncFrequency": "10s",
             # The test machines run cgroup v1, which the default (true) refuses.
             "failCgroupV1": False,
+            # Each kubelet owns a private cgroup tree: kubelets of parallel tests must
+            # never see (and clean up) each other's pod cgroups.
+            "cgroupRoot": f"/pykubelet-e2e-{secrets.token_hex(4)}",
         }
         config.update(extra_config or {})
+        self.cgroup_root = str(config.get("cgroupRoot") or "")
         self.config_path = base / "kubelet.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.extra_args = extra_args or []
@@ -72,6 +81,10 @@ class KubeletProcess:
     # -- process ------------------------------------------------------------
 
     def start(self) -> None:
+        if self.cgroup_root and self.cgroup_root != "/":
+            # The cgroupRoot must exist before the kubelet starts, as upstream requires.
+            CgroupManager().create(parse_cgroupfs_name(self.cgroup_root))
+            _CGROUP_ROOTS.add(self.cgroup_root)
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pykubelet", "--config", str(self.config_path),
@@ -95,6 +108,7 @@ class KubeletProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             return self.process.wait(5)
+
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
@@ -235,3 +249,9 @@ def remove_everything(endpoint: str) -> None:
             await service.close()
 
     asyncio.run(clean())
+    # The kubelets' private cgroup trees go once their pods are gone (pods outlive a
+    # kubelet restart, so a stopped kubelet's tree stays until here).
+    for root in sorted(_CGROUP_ROOTS):
+        with contextlib.suppress(CgroupError):
+            CgroupManager().destroy(parse_cgroupfs_name(root))
+    _CGROUP_ROOTS.clear()
