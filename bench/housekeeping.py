@@ -143,7 +143,7 @@ class Bench:
             "eviction signals": signals,
             "eviction round": eviction.synchronize,
             "container GC": lambda: gc.garbage_collect(True),
-            "image GC": images.garbage_collect,
+            "image GC": lambda: image_gc_pass(images),
             "log rotation": logs.rotate_logs,
             "QoS cgroups": self.cm.update_qos_cgroups,
         }
@@ -173,6 +173,12 @@ class Bench:
         await self.runtime_service.close()
         await self.image_service.close()
         await asyncio.to_thread(CgroupManager().destroy, parse_cgroupfs_name(self.root))
+
+
+async def image_gc_pass(images: ImageGCManager) -> None:
+    """What the periodic task does: detection (images in use, ages), then the disk check."""
+    await images.detect_images(time.time())
+    await images.garbage_collect()
 
 
 async def run(testbed: Testbed, work: Path, sizes: list[int], runs: int) -> None:

@@ -193,19 +193,22 @@ class ImageGCManager:
             self.recorder.event(self.node_ref, WARNING, reason, message)
 
     async def run(self, period: float = IMAGE_GC_PERIOD) -> None:
-        """Detect at once (so ages start now), then collect every ``period`` (supervised)."""
-        try:
-            await self.detect_images(self.clock())
-        except Exception as err:
-            klog.error("Image detection failed", err)
+        """Detect images every ``period`` (ages and last use are tracked even while the disk
+        is fine, as upstream's image manager does) and collect after each detection after
+        the first (supervised)."""
+        first = True
         while True:
-            await asyncio.sleep(period)
             try:
-                await self.garbage_collect()
+                async with self._lock:
+                    await self.detect_images(self.clock())
+                if not first:
+                    await self.garbage_collect()
             except ImageGCError:
                 pass  # already logged and recorded as an event
             except Exception as err:
                 klog.error("Image garbage collection failed", err)
+            first = False
+            await asyncio.sleep(period)
 
 
 __all__ = ["IMAGE_GC_PERIOD", "ImageGCError", "ImageGCManager", "ImageGCPolicy"]

@@ -208,3 +208,26 @@ def test_start_up_refuses_what_cannot_work(tmp_path: Path, testbed: Testbed,
 def test_start_up_warns_that_cgroup_v1_is_in_maintenance_mode(node: KubeletProcess) -> None:
     assert "cgroup v1 support is in maintenance mode, please migrate to cgroup v2" in (
         node.log_text())
+
+
+def test_a_pod_whose_cgroup_cannot_be_created_fails_alone(node: KubeletProcess,
+                                                          testbed: Testbed) -> None:
+    image = testbed.busybox_image
+    node.write_pod(busybox_pod("steady", [sh("c", "sleep 3600")], image))
+    node.wait_phase("steady", "Running")
+    # Someone removes the (empty) Burstable QoS cgroup behind the kubelet's back.
+    burstable = f"{node.cgroup_root}/kubepods/burstable"
+    for controller in sorted(p.name for p in CGROUP.iterdir()):
+        target = CGROUP / controller / burstable.lstrip("/")
+        if target.is_dir():
+            target.rmdir()
+    node.write_pod(busybox_pod("unlucky", [{**sh("c", "sleep 3600"), **resources(
+        {"cpu": "10m"})}], image))
+    status = node.wait_for(
+        lambda: (s := node.status("unlucky")).get("reason") == "FailedToCreatePodContainer"
+        and s, 60, "the pod to report its cgroup failure")
+    assert status["message"].startswith("unable to ensure pod container exists: ")
+    assert status["phase"] == "Pending"
+    # The kubelet and the other pod carry on.
+    assert node.healthz() == "ok"
+    assert node.status("steady")["phase"] == "Running"
