@@ -52,6 +52,8 @@ from bench.pod_startup import (  # noqa: E402
     BenchmarkError,
     check_alive,
     cleanup,
+    client_log_lines,
+    client_logs_counted,
     cpu_seconds,
     interrupt_on_sigterm,
     percentile,
@@ -265,6 +267,7 @@ class Results:
     kubelet: Window = field(default_factory=Window)
     raw: Window = field(default_factory=Window)
     ready_at_end: int = 0
+    client_log: dict[str, int] = field(default_factory=dict)
 
 
 class MachineLoad:
@@ -322,6 +325,7 @@ def render(results: Results) -> str:
         f"  pykubelet CPU: {kub.cpu_percent:.2f} % of one core  "
         f"(target < {CPU_PERCENT_TARGET:g} %) "
         f"{verdict(kub.cpu_percent < CPU_PERCENT_TARGET)}",
+        *client_log_lines(results.client_log),
     ]
     return "\n".join(lines)
 
@@ -526,7 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kubelet_holder: list[KubeletProcess] = []
     # A shell starting us in the background ignores SIGINT; Ctrl-C must still clean up.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    with interrupt_on_sigterm():
+    with interrupt_on_sigterm(), client_logs_counted(results.client_log):
         try:
             print(f"starting containerd in {testbed.dir} ...", file=sys.stderr, flush=True)
             with uninterruptible("starting containerd"):

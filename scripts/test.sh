@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# The README's test command: installs everything the tests need (apt and pip),
-# runs the linters and the whole test suite, including the integration tests
-# that start a real containerd (scripts/testbed) in a temporary root.
-# Must run as root on Debian bookworm. Extra arguments go to pytest.
+# The README's test command: the linters and the whole test suite, including
+# the integration tests that start a real containerd (scripts/testbed) in a
+# temporary root. Needs root on Debian bookworm: run as another user, it runs
+# itself again through sudo. Installs what it needs: the testbed's Debian
+# packages and the project venv .venv with the test tools (scripts/setup.sh;
+# pip runs only when pyproject.toml changed). Ruff, mypy and pytest run on the
+# venv's interpreter, so the integration tests' `python -m pykubelet` does too.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-if [ "$(id -u)" != 0 ]; then
-  echo "scripts/test.sh: must run as root (containerd, network namespaces, mounts)" >&2
-  exit 1
-fi
+source scripts/setup.sh
+pyk_as_root "$PWD/scripts/test.sh" "$@"
 
 bash scripts/testbed/install.sh
-python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
+pyk_venv test
 
 echo "== ruff"
-python3 -m ruff check pykubelet tests bench
+"$PYK_PYTHON" -m ruff check pykubelet tests bench
 echo "== mypy"
-python3 -m mypy
+"$PYK_PYTHON" -m mypy
 echo "== pytest"
-python3 -m pytest -p no:cacheprovider -q "$@"
+"$PYK_PYTHON" -m pytest -p no:cacheprovider -q "$@"

@@ -14,6 +14,7 @@ import ipaddress
 import os
 import secrets
 import subprocess
+import sys
 from pathlib import Path
 
 PAUSE_IMAGE = "pykubelet.local/pause:3.9"
@@ -125,7 +126,10 @@ class Testbed:
         self._run(SCRIPTS_DIR / "containerd.sh", command, str(self.dir))
 
     def _run(self, script: Path, *args: str) -> None:
-        env = dict(os.environ, PYKUBELET_IMAGES_DIR=str(self.images_dir))
+        # The scripts run python3 from PATH for their CRI helper (grpc, the CRI
+        # stubs): make that the interpreter running us, e.g. the project venv's.
+        path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+        env = dict(os.environ, PYKUBELET_IMAGES_DIR=str(self.images_dir), PATH=path)
         argv = [str(script), *args]
         try:
             result = subprocess.run(argv, env=env, capture_output=True, text=True,

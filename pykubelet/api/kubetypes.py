@@ -13,7 +13,6 @@ helpers here rather than poking at annotations themselves.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kubernetes_asyncio.client.models import V1Pod
@@ -69,19 +68,6 @@ class PodUpdate:
     pods: list[V1Pod] = field(default_factory=list)
     op: PodOperation = PodOperation.SET
     source: str = ""
-
-
-def get_validated_sources(sources: Iterable[str]) -> list[str]:
-    """Expand ``*`` to every known source and reject unknown names (``--pod-source`` style)."""
-    validated: list[str] = []
-    for source in sources:
-        if source == ALL_SOURCES:
-            return list(KNOWN_SOURCES)
-        if source not in KNOWN_SOURCES:
-            raise ValueError(f"unknown pod source {source!r}")
-        if source not in validated:
-            validated.append(source)
-    return validated
 
 
 def _annotations(pod: V1Pod) -> dict[str, str]:
@@ -142,14 +128,6 @@ def pod_full_name(pod: V1Pod) -> str:
     return build_pod_full_name(name, namespace)
 
 
-def parse_pod_full_name(full_name: str) -> tuple[str, str]:
-    """Split ``<name>_<namespace>``; names and namespaces cannot contain ``_``."""
-    parts = full_name.split("_")
-    if len(parts) != 2 or not parts[0] or not parts[1]:
-        raise ValueError(f"failed to parse the pod full name {full_name!r}")
-    return parts[0], parts[1]
-
-
 __all__ = [
     "ALL_SOURCES",
     "API_SOURCE",
@@ -166,11 +144,9 @@ __all__ = [
     "SyncPodType",
     "build_pod_full_name",
     "get_pod_source",
-    "get_validated_sources",
     "is_critical_pod",
     "is_mirror_pod",
     "is_node_critical_pod",
     "is_static_pod",
-    "parse_pod_full_name",
     "pod_full_name",
 ]

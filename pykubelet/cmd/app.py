@@ -1,12 +1,11 @@
-"""Start-up of the ``pykubelet`` process, as upstream ``NewKubeletCommand`` runs it.
+"""The ``pykubelet`` command (upstream ``NewKubeletCommand``).
 
-The order matters and follows the Go kubelet: parse the command line and the
-``--config`` file (flags win), validate everything and stop with every error
-at once before anything on the node is touched; only then set up logging,
-take the lock file, and hand the resulting ``KubeletServer`` to the
-composition root (``pykubelet.kubelet.builder``), which builds the kubelet and
-runs it until SIGTERM or SIGINT. Stopping the process leaves pods running,
-as upstream does: the next kubelet adopts them.
+The order follows the Go kubelet: parse the command line and the ``--config``
+file (flags win), validate everything and stop with every error at once
+before anything on the node is touched; only then set up logging, build the
+``UnsecuredDependencies`` and hand both to ``run`` (``pykubelet.cmd.server``),
+which runs the kubelet until SIGTERM or SIGINT. Stopping the process leaves
+pods running, as upstream does: the next kubelet adopts them.
 """
 
 from __future__ import annotations
@@ -15,88 +14,73 @@ import asyncio
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pykubelet.cmd.options import (
-    ConfigurationError,
-    KubeletServer,
-    parse_command_line,
-)
-from pykubelet.config import fields_not_acted_on
+from pykubelet.cmd.options import ConfigurationError, parse_command_line
+from pykubelet.config.server import KubeletServer
 from pykubelet.util import klog
-from pykubelet.util.flock import LockContentionError, LockFile
+
+if TYPE_CHECKING:
+    from pykubelet.kubelet.dependencies import Dependencies
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        server = parse_command_line(args)
-    except ConfigurationError as err:
-        for message in err.errors:
-            print(f"pykubelet: {message}", file=sys.stderr)
-        print(f"pykubelet: {len(err.errors)} configuration error(s); nothing was started",
-              file=sys.stderr)
-        return 1
+class KubeletCommand:
+    """What ``NewKubeletCommand`` returns: a command that runs the kubelet for an argv."""
 
-    klog.setup(server.flags.v)
-    try:
-        return asyncio.run(_run(server))
-    except KeyboardInterrupt:
+    def execute(self, argv: Sequence[str]) -> int:
+        """Parse, validate, build the dependencies, run; the process exit status."""
+        try:
+            server = parse_command_line(list(argv))
+        except ConfigurationError as err:
+            for message in err.errors:
+                print(f"pykubelet: {message}", file=sys.stderr)
+            print(f"pykubelet: {len(err.errors)} configuration error(s); nothing was started",
+                  file=sys.stderr)
+            return 1
+
+        klog.setup(server.flags.v)
+        # Imported here so that --help, --version and --print-config stay fast and
+        # do not load the runtime stack.
+        from pykubelet.cmd.server import StartupError, unsecured_dependencies
+
+        try:
+            deps = unsecured_dependencies(server)
+        except StartupError as err:
+            return _failed(err)
+        try:
+            return asyncio.run(self._run_until_signalled(server, deps))
+        except KeyboardInterrupt:
+            return 0
+
+    @staticmethod
+    async def _run_until_signalled(server: KubeletServer, deps: Dependencies) -> int:
+        from pykubelet.cmd.server import run
+
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stopping.set)
+        try:
+            await run(server, deps, stopping)
+        except Exception as err:  # a start-up failure must reach the operator, not a traceback
+            return _failed(err)
+        klog.info("Kubelet stopped; pods keep running")
         return 0
 
 
-async def _run(server: KubeletServer) -> int:
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
-
-    lock: LockFile | None = None
-    watchers: list[asyncio.Task[None]] = []
-    if server.flags.lock_file:
-        lock = LockFile(server.flags.lock_file)
-        try:
-            if server.flags.exit_on_lock_contention:
-                lock_wait = asyncio.ensure_future(lock.acquire_waiting())
-                stop_wait = asyncio.ensure_future(stopping.wait())
-                await asyncio.wait({lock_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                if not lock_wait.done():
-                    lock_wait.cancel()
-                    return 0
-                stop_wait.cancel()
-                watchers.append(asyncio.create_task(_exit_on_contention(lock, stopping)))
-            else:
-                lock.try_acquire()
-        except LockContentionError as err:
-            klog.error("Failed to acquire the lock file", err)
-            print(f"pykubelet: {err}", file=sys.stderr)
-            return 1
-
-    unimplemented = fields_not_acted_on(server.config_file_keys)
-    if unimplemented:
-        klog.warning("Configuration fields accepted but not acted on by pykubelet yet",
-                     fields=",".join(sorted(unimplemented)))
-
-    # Imported here so that --help, --version and --print-config stay fast and
-    # do not load the runtime stack.
-    from pykubelet.kubelet.builder import run_kubelet
-
-    try:
-        await run_kubelet(server, stopping)
-    except Exception as err:  # a start-up failure must reach the operator, not a traceback
-        klog.error("Kubelet failed", err)
-        return 1
-    finally:
-        for task in watchers:
-            task.cancel()
-        if lock is not None:
-            lock.release()
-    klog.info("Kubelet stopped; pods keep running")
-    return 0
+def _failed(err: BaseException) -> int:
+    klog.error("Failed to run Kubelet", err)
+    print(f"pykubelet: failed to run Kubelet: {err}", file=sys.stderr)
+    return 1
 
 
-async def _exit_on_contention(lock: LockFile, stopping: asyncio.Event) -> None:
-    await lock.wait_for_contention()
-    stopping.set()
+def new_kubelet_command() -> KubeletCommand:
+    """Upstream ``NewKubeletCommand``."""
+    return KubeletCommand()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return new_kubelet_command().execute(sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

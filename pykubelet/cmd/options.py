@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, TextIO
 
-import pykubelet
+from pykubelet.cmd.version import get as build_info
+from pykubelet.cmd.version import version_string
 from pykubelet.config.codec import DecodeError, configz_body, read_config_file
 from pykubelet.config.defaults import apply_legacy_flag_defaults, default_configuration
 from pykubelet.config.errors import ConfigurationError
@@ -38,9 +39,8 @@ from pykubelet.config.features import (
     parse_feature_gates_flag,
 )
 from pykubelet.config.server import KubeletFlags, KubeletServer
+from pykubelet.config.support import fields_not_acted_on, is_acted_on
 from pykubelet.config.types import (
-    API_VERSION,
-    KUBERNETES_VERSION,
     FieldSpec,
     FlagStyle,
     KubeletConfiguration,
@@ -61,6 +61,7 @@ from pykubelet.config.validation import (
 __all__ = [
     "ConfigurationError",
     "configz_body",
+    "not_acted_on",
     "parse_command_line",
     "version_string",
 ]
@@ -85,9 +86,18 @@ KUBELET_LABELS: Final = frozenset({
 })
 
 
-def version_string() -> str:
-    return (f"pykubelet v{pykubelet.__version__} "
-            f"({API_VERSION}, modelled on Kubernetes {KUBERNETES_VERSION})")
+def not_acted_on(server: KubeletServer) -> list[str]:
+    """What the user set that pykubelet accepts but does not implement yet.
+
+    Config file fields by their camelCase name, flags as ``--name``; sorted, for
+    the one start-up notice. The same marks show in ``--help``.
+    """
+    node_flags = {flag.name: flag for flag in _NODE_FLAGS}
+    config_flags = {flag.name: flag for flag in _CONFIG_FLAGS}
+    flags = [f"--{name}" for name in server.flags_given
+             if (name in node_flags and not node_flags[name].acted_on)
+             or (name in config_flags and not is_acted_on(config_flags[name].json_path))]
+    return fields_not_acted_on(server.config_file_keys) + sorted(flags)
 
 
 class _FlagValueError(ValueError):
@@ -101,6 +111,8 @@ class _NodeFlag:
     kind: str  # "str" | "bool" | "int" | "duration" | "labels"
     help: str
     deprecated: str = ""
+    # False: accepted so kubelet command lines work, but nothing reads it yet.
+    acted_on: bool = True
 
 
 _NODE_FLAGS: Final[tuple[_NodeFlag, ...]] = (
@@ -108,9 +120,11 @@ _NODE_FLAGS: Final[tuple[_NodeFlag, ...]] = (
               "Load the initial configuration from this KubeletConfiguration file. Flags for "
               "configuration fields given on the command line override values from the file."),
     _NodeFlag("kubeconfig", "kubeconfig", "str",
-              "Path to a kubeconfig file for the API server; omitting it means standalone mode."),
+              "Path to a kubeconfig file for the API server; omitting it means standalone mode.",
+              acted_on=False),
     _NodeFlag("bootstrap-kubeconfig", "bootstrap_kubeconfig", "str",
-              "Kubeconfig used to obtain a client certificate when --kubeconfig does not exist."),
+              "Kubeconfig used to obtain a client certificate when --kubeconfig does not exist.",
+              acted_on=False),
     _NodeFlag("hostname-override", "hostname_override", "str",
               "Use this name as the node's identity instead of the hostname."),
     _NodeFlag("node-ip", "node_ip", "str",
@@ -119,25 +133,31 @@ _NODE_FLAGS: Final[tuple[_NodeFlag, ...]] = (
               "Directory for kubelet files (volume mounts, pod data, ...)."),
     _NodeFlag("cert-dir", "cert_dir", "str",
               "Directory holding the TLS certificates; ignored when --tls-cert-file and "
-              "--tls-private-key-file are given."),
+              "--tls-private-key-file are given.",
+              acted_on=False),
     _NodeFlag("cloud-provider", "cloud_provider", "str",
-              "Cloud provider; empty for none, 'external' for an external cloud provider."),
+              "Cloud provider; empty for none, 'external' for an external cloud provider.",
+              acted_on=False),
     _NodeFlag("node-labels", "node_labels", "labels",
               "Labels to add when registering the node, as key=value pairs separated by ','. "
               "Labels in the kubernetes.io namespace must use an allowed prefix "
-              f"({', '.join(KUBELET_LABEL_NAMESPACES)}) or be a well-known kubelet label."),
+              f"({', '.join(KUBELET_LABEL_NAMESPACES)}) or be a well-known kubelet label.",
+              acted_on=False),
     _NodeFlag("lock-file", "lock_file", "str",
               "<Warning: Alpha feature> Path to a file the kubelet uses as a lock file."),
     _NodeFlag("exit-on-lock-contention", "exit_on_lock_contention", "bool",
               "Exit when another process contends for --lock-file."),
     _NodeFlag("image-credential-provider-config", "image_credential_provider_config", "str",
-              "Path to the credential provider plugin configuration file."),
+              "Path to the credential provider plugin configuration file.",
+              acted_on=False),
     _NodeFlag("image-credential-provider-bin-dir", "image_credential_provider_bin_dir", "str",
-              "Directory holding the credential provider plugin binaries."),
+              "Directory holding the credential provider plugin binaries.",
+              acted_on=False),
     _NodeFlag("pod-infra-container-image", "pod_infra_container_image", "str",
               "Sandbox image; the container runtime's own setting is used instead.",
               deprecated="will be removed in a future release; the image garbage collector "
-                         "takes the sandbox image from the container runtime"),
+                         "takes the sandbox image from the container runtime",
+              acted_on=False),
     _NodeFlag("minimum-container-ttl-duration", "minimum_container_ttl_duration", "duration",
               "Minimum age of a finished container before it is garbage collected.",
               deprecated="use --eviction-hard or --eviction-soft instead"),
@@ -470,12 +490,18 @@ def _default_text(flag: _ConfigFlag, defaults: KubeletConfiguration) -> str:
     return f" (default {value})"
 
 
+NOT_ACTED_ON_MARK: Final = "[not acted on yet]"
+
+
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog="pykubelet",
         usage="pykubelet [flags]",
         description="pykubelet: the Kubernetes node agent. It runs the pods of its node "
-                    "through a CRI container runtime.",
+                    "through a CRI container runtime.\n\n"
+                    f"Flags marked {NOT_ACTED_ON_MARK} are accepted, so that kubelet command "
+                    "lines and\nconfiguration files work unchanged, but pykubelet does not "
+                    "implement them yet;\nstart-up lists the ones given.",
         add_help=False,
         allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -489,7 +515,7 @@ def _build_parser() -> _Parser:
 
     node = parser.add_argument_group("Node-local flags (not part of KubeletConfiguration)")
     for flag in _NODE_FLAGS:
-        help_text = flag.help
+        help_text = flag.help if flag.acted_on else f"{NOT_ACTED_ON_MARK} {flag.help}"
         if flag.deprecated:
             help_text += f" (DEPRECATED: {flag.deprecated})"
         node.add_argument(f"--{flag.name}", dest=f"node:{flag.name}", action="append",
@@ -504,6 +530,8 @@ def _build_parser() -> _Parser:
     for cfg_flag in _CONFIG_FLAGS:
         group = logging if cfg_flag.json_path.startswith("logging.") else config
         help_text = (cfg_flag.spec.help or cfg_flag.json_path) + f" [{cfg_flag.json_path}]"
+        if not is_acted_on(cfg_flag.json_path):
+            help_text = f"{NOT_ACTED_ON_MARK} {help_text}"
         help_text += _default_text(cfg_flag, legacy_defaults)
         if cfg_flag.spec.flag_style is FlagStyle.FEATURE_GATES:
             help_text += ". Options are: " + "; ".join(FeatureGates.known_features())
@@ -577,7 +605,10 @@ def parse_command_line(argv: Sequence[str], *, stdout: TextIO | None = None) -> 
         if version_values[-1] not in ("true", "raw"):
             raise ConfigurationError(
                 [f'invalid argument "{version_values[-1]}" for "--version" flag'])
-        out.write(version_string() + "\n")
+        if version_values[-1] == "raw":
+            out.write(build_info().go_struct_text() + "\n")
+        else:
+            out.write(version_string() + "\n")
         raise SystemExit(0)
 
     errors: list[str] = []
@@ -588,6 +619,8 @@ def parse_command_line(argv: Sequence[str], *, stdout: TextIO | None = None) -> 
             errors.append(f'unknown command "{leftover}" (pykubelet takes no positional '
                           f'arguments)')
 
+    flags_given = {key.split(":", 1)[1] for key in values
+                   if key.startswith(("node:", "cfg:"))}
     flags = KubeletFlags()
     for node_flag in _NODE_FLAGS:
         given = values.get(f"node:{node_flag.name}")
@@ -630,4 +663,5 @@ def parse_command_line(argv: Sequence[str], *, stdout: TextIO | None = None) -> 
     if flags.print_config:
         out.write(json.dumps(configz_body(config), indent=2, sort_keys=True) + "\n")
         raise SystemExit(0)
-    return KubeletServer(flags=flags, config=config, config_file_keys=config_file_keys)
+    return KubeletServer(flags=flags, config=config, config_file_keys=config_file_keys,
+                         flags_given=flags_given)

@@ -21,7 +21,7 @@ from pykubelet.config.codec import (
 from pykubelet.config.defaults import apply_legacy_flag_defaults, default_configuration
 from pykubelet.config.errors import ConfigurationError
 from pykubelet.config.features import KNOWN_FEATURES, FeatureGates, Stage
-from pykubelet.config.support import ACTED_ON_FIELDS, fields_not_acted_on
+from pykubelet.config.support import ACTED_ON_FIELDS, fields_not_acted_on, is_acted_on
 from pykubelet.config.types import (
     API_VERSION,
     KIND,
@@ -85,6 +85,7 @@ __all__ = [
     "dump_yaml",
     "eviction_thresholds",
     "fields_not_acted_on",
+    "is_acted_on",
     "load_config_file",
     "parse_eviction_thresholds",
     "read_config_file",

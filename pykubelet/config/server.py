@@ -56,6 +56,8 @@ class KubeletServer:
     config: KubeletConfiguration
     # Top-level keys present in the --config file, for reporting fields not acted on.
     config_file_keys: set[str] = field(default_factory=set)
+    # Names of the flags given on the command line (without dashes), for the same report.
+    flags_given: set[str] = field(default_factory=set)
 
     def feature_gates(self) -> FeatureGates:
         """The effective feature gates (validated already, so this cannot fail)."""

@@ -2,7 +2,7 @@
 
 pykubelet accepts every v1beta1 field (so real kubelet configs load unchanged) but only
 implements part of the kubelet. Start-up logs the fields a user set that nothing reads,
-once, instead of silently pretending to honour them.
+once, instead of silently pretending to honour them, and ``--help`` marks their flags.
 """
 
 from __future__ import annotations
@@ -68,6 +68,11 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
 })
 
 
+def is_acted_on(field: str) -> bool:
+    """Whether pykubelet implements a top-level field (camelCase) or the fields under it."""
+    return field.split(".", 1)[0] in ACTED_ON_FIELDS
+
+
 def _differs_from_default(config: KubeletConfiguration) -> set[str]:
     defaults = default_configuration()
     return {spec.json for f, spec in config_fields(KubeletConfiguration)
@@ -85,4 +90,4 @@ def fields_not_acted_on(source: Iterable[str] | KubeletConfiguration) -> list[st
         keys = _differs_from_default(source)
     else:
         keys = set(source)
-    return sorted(key for key in keys if key not in ACTED_ON_FIELDS)
+    return sorted(key for key in keys if not is_acted_on(key))

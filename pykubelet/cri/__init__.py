@@ -37,6 +37,12 @@ from pykubelet.cri.runtime import (
 class RuntimeService(Protocol):
     """The CRI runtime calls the kubelet makes (implemented by ``RemoteRuntimeService``)."""
 
+    async def connect(self) -> api_pb2.VersionResponse:
+        """Reach the runtime and check it speaks CRI v1; one clear error when it does not."""
+        ...
+
+    async def close(self) -> None: ...
+
     async def version(self) -> api_pb2.VersionResponse: ...
 
     async def status(self, verbose: bool = False) -> api_pb2.StatusResponse: ...
@@ -98,6 +104,10 @@ class RuntimeService(Protocol):
 
 class ImageService(Protocol):
     """The CRI image calls the kubelet makes (implemented by ``RemoteImageService``)."""
+
+    async def connect(self) -> None: ...
+
+    async def close(self) -> None: ...
 
     async def list_images(
             self, filter: api_pb2.ImageFilter | None = None) -> list[api_pb2.Image]: ...

@@ -49,6 +49,9 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # Reconnect quickly after the runtime restarts: gRPC's default backoff grows
 # to two minutes, during which every call would fail as unavailable.
 _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    # Each channel owns its connections: a closed channel's successor dials the
+    # socket again instead of reusing a connection another channel still holds.
+    ("grpc.use_local_subchannel_pool", 1),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.initial_reconnect_backoff_ms", 100),

@@ -63,7 +63,8 @@ class LoggingRecorder:
     def event(self, obj: Any, event_type: str, reason: str, message: str,
               field_path: str = "") -> None:
         recorded = Event(describe(obj), event_type, reason, message, field_path)
-        klog.info("Event occurred", object=recorded.object, fieldPath=field_path,
-                  type=event_type, reason=reason, message=message)
+        # The header names the recording code (prober.py, container.py...), not this file.
+        klog.info_depth(1, "Event occurred", object=recorded.object, fieldPath=field_path,
+                        type=event_type, reason=reason, message=message)
         for listener in self.listeners:
             listener(recorded)

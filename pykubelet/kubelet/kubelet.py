@@ -1,54 +1,78 @@
-"""The ``Kubelet``: pod handlers and the per-pod sync functions.
+"""The ``Kubelet``: how it is built, how it runs, and what it does with pods.
 
-The sync loop decides *when* a pod needs attention and calls the handlers
-here (upstream ``HandlePodAdditions``, ``HandlePodUpdates``...), which hand
-the pod to its pod worker. The pod worker later calls back into the three
-phase functions (upstream ``SyncPod``, ``SyncTerminatingPod``,
-``SyncTerminatedPod``) that compute the API status and drive the runtime.
-Housekeeping (``handle_pod_cleanups``) removes what no source wants any more.
+Seeds 002 and 003 walk this file's upstream counterpart, ``pkg/kubelet/kubelet.go``:
+
+- ``new_main_kubelet`` (upstream ``NewMainKubelet``) constructs every module
+  from the configuration and the ``Dependencies`` and wires their channels,
+  starting nothing. The order is one-way: the pod syncer first, the pod
+  workers around it, then the ``Kubelet`` that holds them all.
+- ``Kubelet.run`` (upstream ``Kubelet.Run``) calls ``initialize_modules``,
+  starts the long-running loops in upstream's order under the supervisor,
+  then runs the sync loop (``sync_loop.py``: ``syncLoop``/``syncLoopIteration``).
+- The handlers (``handle_pod_additions``...) are what the sync loop dispatches
+  to; they hand pods to their pod worker, which calls back into the pod
+  syncer (``pod_sync.py``). ``handle_pod_cleanups`` is housekeeping: it removes
+  what no source wants any more.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubernetes_asyncio.client import V1Pod, V1PodStatus
 
-from pykubelet.api import pod_ref, pod_uid
-from pykubelet.api.kubetypes import SyncPodType
-from pykubelet.cm import ContainerManager
-from pykubelet.cm.cgroups import CgroupError
-from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, ProbeResult, Runtime
+from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
+from pykubelet.api.kubetypes import FILE_SOURCE, HTTP_SOURCE, PodUpdate, SyncPodType
+from pykubelet.config.server import KubeletServer
+from pykubelet.container import ContainerState, Pod, PodStatus, ProbeResult
 from pykubelet.container.cache import PodCache
-from pykubelet.container.helpers import running_pod_from_status
-from pykubelet.events import WARNING, EventRecorder
-from pykubelet.eviction import EvictionManager
+from pykubelet.cri.errors import CRIError
+from pykubelet.kubelet.dependencies import Dependencies
+from pykubelet.kubelet.getters import plugins_dir, pod_dir, pods_dir
 from pykubelet.kubelet.pod_manager import PodManager
+from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
+from pykubelet.kubelet.resources import (
+    ResourceManagers,
+    build_resource_managers,
+    new_container_manager,
+    runtime_sandbox_image,
+    start_container_manager,
+)
 from pykubelet.kubelet.runtime_state import RuntimeState
-from pykubelet.kuberuntime.gc import ContainerGC
+from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
+from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
+from pykubelet.lifecycle.handlers import HandlerRunner
+from pykubelet.pleg import GenericPLEG
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
+from pykubelet.prober.prober import Prober
 from pykubelet.prober.results import ResultsManager, ResultUpdate
-from pykubelet.status import ReasonCache, StatusManager, generate_api_pod_status
+from pykubelet.sources.file import StaticPodFileSource
+from pykubelet.sources.http import StaticPodURLSource
+from pykubelet.sources.podconfig import PodConfig
+from pykubelet.status import ReasonCache, StatusManager
 from pykubelet.util import klog
+from pykubelet.util.supervisor import Supervisor
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
-FAILED_TO_CREATE_POD_CONTAINER = "FailedToCreatePodContainer"
+# Upstream: updateRuntimeUp runs every 5 s; a failed pod sync is retried after 10 s.
+RUNTIME_UP_PERIOD = 5.0
+POD_WORKER_BACKOFF = 10.0
 
 
 @dataclass
 class KubeletOptions:
     node_name: str
     root_dir: str
+    pod_logs_dir: str = "/var/log/pods"
     host_ip: str = ""
     max_pods: int = 110
     sync_frequency: float = 60.0
-    runtime_type: str = "containerd"
+
 
 
 @dataclass
@@ -69,51 +93,263 @@ class SyncLoopMonitor:
         return None
 
 
+def seconds(value: object) -> float:
+    """A configuration duration (``Duration`` or a number) in seconds."""
+    total = getattr(value, "total_seconds", None)
+    return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
+
+
+def make_pod_source_config(server: KubeletServer, node_name: str) -> PodConfig:
+    """Upstream ``makePodSourceConfig``: the pod config with a channel per configured source.
+
+    The sources are registered with the pod config, which owns them; they are
+    started with it by ``start_kubelet``.
+    """
+    config = server.config
+    pod_config = PodConfig(node_name)
+    if config.static_pod_path:
+        klog.info("Adding static pod path", path=config.static_pod_path)
+        pod_config.add_source(StaticPodFileSource(
+            config.static_pod_path, node_name, pod_config.channel(FILE_SOURCE),
+            check_frequency=seconds(config.file_check_frequency)))
+    if config.static_pod_url:
+        klog.info("Adding pod URL with HTTP header", URL=config.static_pod_url,
+                  header=sorted(config.static_pod_url_header or {}))
+        pod_config.add_source(StaticPodURLSource(
+            config.static_pod_url, dict(config.static_pod_url_header or {}), node_name,
+            pod_config.channel(HTTP_SOURCE), check_frequency=seconds(config.http_check_frequency)))
+    return pod_config
+
+
+async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
+                           node_name: str, host_ip: str) -> Kubelet:
+    """Upstream ``NewMainKubelet``: construct every module and wire them; start nothing.
+
+    The one call made here is the runtime's version check, as upstream's
+    runtime manager makes it on construction: a kubelet whose runtime speaks
+    another CRI version must not be built at all.
+    """
+    config, flags = server.config, server.flags
+    supervisor = Supervisor()
+    # The container manager comes first: every sandbox is placed in its pod cgroup.
+    container_manager = new_container_manager(server)
+    pod_cgroups = container_manager if config.cgroups_per_qos else None
+    # Probe verdicts: liveness and startup steer the runtime manager (kill and
+    # restart), readiness and startup shape the pod status.
+    liveness, readiness, startup = ResultsManager(), ResultsManager(), ResultsManager()
+
+    async def pod_ip_for_hooks(pod: V1Pod) -> str:
+        # Hooks run inside a sync, when the runtime already knows the sandbox IP
+        # (the status manager may not have it yet).
+        status = await runtime.get_pod_status(
+            pod.metadata.uid, pod.metadata.name, pod.metadata.namespace)
+        return status.ips[0] if status.ips else ""
+
+    handler_runner = HandlerRunner(deps.runtime_service, pod_ip_for_hooks, deps.recorder)
+    runtime = KubeGenericRuntimeManager(deps.runtime_service, deps.image_service,
+                                        RuntimeManagerOptions(
+        root_dir=flags.root_dir,
+        pod_logs_dir=config.pod_logs_dir,
+        cluster_dns=list(config.cluster_dns or []),
+        cluster_domain=config.cluster_domain or "",
+        resolv_conf=config.resolv_conf,
+        node_name=node_name,
+        serialize_image_pulls=config.serialize_image_pulls,
+        registry_pull_qps=float(config.registry_pull_qps),
+        registry_burst=int(config.registry_burst),
+        cpu_cfs_quota=config.cpu_cfs_quota,
+        pod_cgroup_parent=pod_cgroups.pod_cgroup_parent if pod_cgroups is not None else None,
+    ), liveness=liveness, startup=startup, handler_runner=handler_runner, recorder=deps.recorder)
+    await runtime.initialize()
+
+    cache = PodCache()
+    pleg = GenericPLEG(runtime, cache)
+    runtime_state = RuntimeState()
+    runtime_state.add_health_check("PLEG", pleg.healthy)
+    status_manager = StatusManager()
+    reason_cache = ReasonCache()
+    probe_manager = ProbeManager(Prober(deps.runtime_service, deps.recorder), liveness=liveness,
+                                 readiness=readiness, startup=startup,
+                                 status_provider=status_manager.peek_pod_status)
+    syncer = KubeletPodSyncer(
+        PodSyncOptions(root_dir=flags.root_dir, host_ip=host_ip,
+                       runtime_type=runtime.runtime_type),
+        runtime, status_manager, reason_cache, runtime_state, probe_manager,
+        container_manager=pod_cgroups, recorder=deps.recorder,
+        # Bound late: the pod workers are built around the syncer.
+        abnormal_termination=lambda uid: pod_workers.abnormal_termination(uid))
+    pod_workers = PodWorkers(syncer, cache, resync_interval=seconds(config.sync_frequency),
+                             backoff_period=POD_WORKER_BACKOFF)
+    pod_manager = PodManager()
+
+    async def evict(pod: V1Pod, grace: int, status_func: Callable[[V1PodStatus], None]) -> None:
+        await pod_workers.terminate_pod_abnormally_and_wait(
+            pod, grace_period_override=grace, pod_status_func=status_func, evict=True)
+
+    resources = build_resource_managers(
+        server, container_manager, deps.runtime_service, deps.image_service, runtime,
+        pod_workers, active_pods=lambda: active_pods(pod_manager, pod_workers, status_manager),
+        kill_pod=evict, recorder=deps.recorder, node_name=node_name)
+    return Kubelet(
+        KubeletOptions(node_name=node_name, root_dir=flags.root_dir,
+                       pod_logs_dir=config.pod_logs_dir, host_ip=host_ip,
+                       max_pods=config.max_pods, sync_frequency=seconds(config.sync_frequency)),
+        deps=deps, supervisor=supervisor, runtime=runtime, cache=cache, pleg=pleg,
+        pod_manager=pod_manager, status_manager=status_manager, reason_cache=reason_cache,
+        runtime_state=runtime_state, probe_manager=probe_manager, pod_workers=pod_workers,
+        sources_ready=pod_config.sources_ready,
+        sync_loop_monitor=SyncLoopMonitor(
+            threshold=max(2 * seconds(config.sync_frequency), 300.0)),
+        resources=resources)
+
+
+def active_pods(pod_manager: PodManager, pod_workers: PodWorkers,
+                status_manager: StatusManager) -> list[V1Pod]:
+    """Upstream ``GetActivePods``: admitted pods that are not (or not yet) finished."""
+    active = []
+    for pod in pod_manager.get_pods():
+        uid = pod_uid(pod)
+        if pod_workers.is_pod_terminated(uid):
+            continue
+        status = status_manager.peek_pod_status(uid)
+        terminal = status is not None and is_terminal_phase(status.phase)
+        if terminal and not pod_workers.is_pod_termination_requested(uid):
+            continue
+        active.append(pod)
+    return active
+
+
 class Kubelet:
-    def __init__(self, options: KubeletOptions, runtime: Runtime, cache: PodCache,
+    """The node agent: every module, the loops that drive them, and the pod handlers."""
+
+    def __init__(self, options: KubeletOptions, *, deps: Dependencies, supervisor: Supervisor,
+                 runtime: KubeGenericRuntimeManager, cache: PodCache, pleg: GenericPLEG,
                  pod_manager: PodManager, status_manager: StatusManager,
                  reason_cache: ReasonCache, runtime_state: RuntimeState,
-                 probe_manager: ProbeManager) -> None:
+                 probe_manager: ProbeManager, pod_workers: PodWorkers,
+                 sources_ready: Callable[[], bool],
+                 sync_loop_monitor: SyncLoopMonitor,
+                 resources: ResourceManagers | None = None) -> None:
         self.options = options
+        self.deps = deps
+        self.supervisor = supervisor
         self.runtime = runtime
         self.cache = cache
+        self.pleg = pleg
         self.pod_manager = pod_manager
         self.status_manager = status_manager
         self.reason_cache = reason_cache
         self.runtime_state = runtime_state
         self.probe_manager = probe_manager
-        # Set by the builder: the workers call back into this object.
-        self.pod_workers: PodWorkers | None = None
-        # Resource management (set by the builder when present): pod cgroups,
-        # eviction admission, the dead container deletor.
-        self.container_manager: ContainerManager | None = None
-        self.eviction_manager: EvictionManager | None = None
-        self.container_gc: ContainerGC | None = None
-        self.recorder: EventRecorder | None = None
+        self.pod_workers = pod_workers
+        self.sources_ready = sources_ready
+        self.sync_loop_monitor = sync_loop_monitor
+        # Resource management: cgroups, eviction, garbage collection, log rotation.
+        self.resources = resources
+
+    # -- start-up (upstream Kubelet.Run and initializeModules) -------------------
+
+    async def run(self, updates: asyncio.Queue[PodUpdate]) -> None:
+        """Upstream ``Kubelet.Run``: initialise, start the loops, then run the sync loop."""
+        if self.deps.standalone:
+            klog.info("No API server defined - no node status update will be sent")
+        await self.initialize_modules()
+        spawn = self.supervisor.spawn
+        # Upstream's order: runtime health first (pods wait on it), then node
+        # status and lease (cluster mode), the status manager, the probe manager
+        # (its workers start per pod), PLEG, and last the sync loop itself.
+        spawn("runtime-up", self.update_runtime_up_forever)
+        if self.resources is not None:
+            # Upstream's StartGarbageCollection, the eviction manager and the log manager.
+            for name, factory in self.resources.tasks(self.sources_ready,
+                                                      self.cached_pod_status):
+                spawn(name, factory)
+        spawn("pleg", self.pleg.run)
+        await sync_loop(self.sync_loop_inputs(updates), self)
+
+    async def initialize_modules(self) -> None:
+        """Upstream ``initializeModules``: what must exist before any pod is synced.
+
+        The data directories are created only now, after validation, so that a
+        bad configuration never leaves anything behind on the node.
+        """
+        root = self.options.root_dir
+        for directory in (root, pods_dir(root), plugins_dir(root),
+                          self.options.pod_logs_dir):
+            await asyncio.to_thread(self.deps.os_interface.makedirs, directory, 0o750)
+        if self.resources is not None:
+            # The node's cgroups must be right before any pod starts: a cgroup v1 host
+            # with failCgroupV1, a driver other than the runtime's, reservations beyond
+            # capacity or a missing cgroupRoot stop the kubelet here.
+            await start_container_manager(self.resources.container_manager,
+                                          self.deps.runtime_service)
+            # Image GC never removes the runtime's pause image.
+            self.resources.image_gc.sandbox_image = await runtime_sandbox_image(
+                self.deps.runtime_service)
+
+    def sync_loop_inputs(self, updates: asyncio.Queue[PodUpdate]) -> LoopInputs:
+        """The channels of upstream's ``syncLoopIteration`` select, and its callbacks."""
+        return LoopInputs(
+            config_updates=updates,
+            pleg_events=self.pleg.watch(),
+            liveness_updates=self.probe_manager.liveness.updates(),
+            readiness_updates=self.probe_manager.readiness.updates(),
+            startup_updates=self.probe_manager.startup.updates(),
+            runtime_errors=self.runtime_state.runtime_errors,
+            runtime_starting=self.runtime_state.starting_up,
+            pod_by_uid=self.pod_manager.get_pod_by_uid,
+            pods_to_sync=self.pods_to_sync,
+            sources_ready=self.sources_ready,
+            on_probe_update=self.on_probe_update,
+            heartbeat=self.sync_loop_monitor.beat,
+            on_container_died=self.on_container_died,
+        )
+
+    async def update_runtime_up(self) -> None:
+        """Upstream ``updateRuntimeUp``: record whether the runtime and its network are ready."""
+        try:
+            status = await self.runtime.status()
+        except CRIError as err:
+            klog.error("Container runtime sanity check failed", err)
+            return
+        state = self.runtime_state
+        ready = status.get("RuntimeReady")
+        if ready is None or not ready.status:
+            reason = (f"{ready.reason}: {ready.message}" if ready
+                      else "RuntimeReady condition missing")
+            state.set_runtime_error(f"container runtime not ready: {reason}")
+            klog.error("Container runtime not ready", reason=reason)
+            return
+        state.set_runtime_error(None)
+        network = status.get("NetworkReady")
+        if network is None or not network.status:
+            why = (f"{network.reason}: {network.message}" if network
+                   else "NetworkReady condition missing")
+            state.set_network_error(f"container runtime network not ready: {why}")
+        else:
+            state.set_network_error(None)
+        state.set_runtime_sync()
+
+    async def update_runtime_up_forever(self) -> None:
+        while True:
+            await self.update_runtime_up()
+            await asyncio.sleep(RUNTIME_UP_PERIOD)
+
+    async def stop(self) -> None:
+        """Stop the loops and the per-pod workers; containers keep running, as upstream."""
+        klog.info("Shutting down kubelet")
+        await self.supervisor.shutdown()
+        await self.probe_manager.stop()
+        await self.pod_workers.stop()
 
     # -- directories ---------------------------------------------------------
 
-    def pods_dir(self) -> str:
-        return os.path.join(self.options.root_dir, "pods")
-
-    def pod_dir(self, uid: str) -> str:
-        return os.path.join(self.pods_dir(), uid)
-
-    def make_pod_data_dirs(self, pod: V1Pod) -> None:
-        base = self.pod_dir(pod_uid(pod))
-        for sub in ("", "volumes", "plugins", "containers"):
-            os.makedirs(os.path.join(base, sub), mode=0o750, exist_ok=True)
-
     # -- handlers called by the sync loop ----------------------------------------
-
-    def _workers(self) -> PodWorkers:
-        assert self.pod_workers is not None, "pod workers are wired by the builder"
-        return self.pod_workers
 
     def handle_pod_additions(self, pods: list[V1Pod]) -> None:
         for pod in sorted(pods, key=_creation_key):
             self.pod_manager.add_pod(pod)
-            if self._workers().is_pod_termination_requested(pod_uid(pod)):
+            if self.pod_workers.is_pod_termination_requested(pod_uid(pod)):
                 continue
             rejection = self.can_admit_pod(pod)
             if rejection is not None:
@@ -129,7 +365,7 @@ class Kubelet:
     def handle_pod_removes(self, pods: list[V1Pod]) -> None:
         for pod in pods:
             self.pod_manager.remove_pod(pod)
-            self._workers().update_pod(UpdatePodOptions(
+            self.pod_workers.update_pod(UpdatePodOptions(
                 update_type=SyncPodType.KILL, pod=pod, start_time=time.monotonic(),
                 kill_pod_options=KillPodOptions()))
 
@@ -142,33 +378,28 @@ class Kubelet:
             self.dispatch_work(pod, SyncPodType.SYNC)
 
     def dispatch_work(self, pod: V1Pod, update_type: SyncPodType) -> None:
-        self._workers().update_pod(UpdatePodOptions(
+        self.pod_workers.update_pod(UpdatePodOptions(
             update_type=update_type, pod=pod, start_time=time.monotonic()))
 
     def can_admit_pod(self, pod: V1Pod) -> tuple[str, str] | None:
         """Admission: the node's pod capacity (``maxPods``)."""
         active = [p for p in self.pod_manager.get_pods()
                   if pod_uid(p) != pod_uid(pod) and not self._is_terminal(p)
-                  and not self._workers().is_pod_terminated(pod_uid(p))]
+                  and not self.pod_workers.is_pod_terminated(pod_uid(p))]
         if len(active) >= self.options.max_pods:
             return ("OutOfpods", "Node didn't have enough resource: pods, "
                     f"requested: 1, used: {len(active)}, capacity: {self.options.max_pods}")
-        if self.eviction_manager is not None:
-            return self.eviction_manager.admit(pod)
+        if self.resources is not None:
+            return self.resources.eviction.admit(pod)
         return None
 
     def active_pods(self) -> list[V1Pod]:
-        """Upstream ``GetActivePods``: admitted pods that are not (or not yet) finished."""
-        workers = self._workers()
-        return [p for p in self.pod_manager.get_pods()
-                if not workers.is_pod_terminated(pod_uid(p))
-                and (not self._is_terminal(p)
-                     or workers.is_pod_termination_requested(pod_uid(p)))]
+        return active_pods(self.pod_manager, self.pod_workers, self.status_manager)
 
     def on_container_died(self, uid: str, container_id: str) -> None:
         """The sync loop's ContainerDied seam (upstream ``cleanUpContainersInPod``)."""
-        if self.container_gc is not None:
-            self.container_gc.container_died(uid, container_id)
+        if self.resources is not None:
+            self.resources.container_gc.container_died(uid, container_id)
 
     def cached_pod_status(self, uid: str) -> PodStatus | None:
         status, _ = self.cache.get(uid)
@@ -181,11 +412,11 @@ class Kubelet:
 
     def _is_terminal(self, pod: V1Pod) -> bool:
         status = self.status_manager.peek_pod_status(pod_uid(pod))
-        return status is not None and status.phase in TERMINAL_PHASES
+        return status is not None and is_terminal_phase(status.phase)
 
     def pods_to_sync(self) -> list[V1Pod]:
         pods = []
-        for uid in self._workers().work_queue.get_work():
+        for uid in self.pod_workers.work_queue.get_work():
             pod = self.pod_manager.get_pod_by_uid(uid)
             if pod is not None:
                 pods.append(pod)
@@ -197,89 +428,11 @@ class Kubelet:
             self.status_manager.set_container_readiness(
                 update.pod_uid, str(update.container_id), update.result == ProbeResult.SUCCESS)
 
-    # -- the pod worker's phase functions (pykubelet.podworkers.PodSyncer) -------
-
-    def _api_status(self, pod: V1Pod, status: PodStatus, terminal: bool = False) -> V1PodStatus:
-        previous = self.status_manager.get_pod_status(pod_uid(pod))
-        api_status = generate_api_pod_status(
-            pod, status, self.reason_cache, host_ip=self.options.host_ip,
-            pod_is_terminal=terminal, previous=previous,
-            readiness=lambda container_id: _succeeded(self.probe_manager.readiness, container_id),
-            startup=lambda container_id: _succeeded(self.probe_manager.startup, container_id))
-        # A kill with a status of its own (an eviction) shapes every later status.
-        abnormal = self._workers().abnormal_termination(pod_uid(pod))
-        if abnormal is not None and abnormal.pod_status_func is not None:
-            abnormal.pod_status_func(api_status)
-        return api_status
-
-    async def sync_pod(self, update_type: SyncPodType, pod: V1Pod, mirror_pod: V1Pod | None,
-                       pod_status: PodStatus) -> bool:
-        api_status = self._api_status(pod, pod_status)
-        self.status_manager.set_pod_status(pod, api_status)
-        stored = self.status_manager.get_pod_status(pod_uid(pod)) or api_status
-        if stored.phase in TERMINAL_PHASES:
-            klog.v(4).info("Pod is terminal, skipping sync", pod=pod_ref(pod), phase=stored.phase)
-            return True
-        network = self.runtime_state.network_errors()
-        if network and not (pod.spec.host_network or False):
-            raise RuntimeError(f"network is not ready: {'; '.join(network)}")
-        if self.container_manager is not None:
-            await self._ensure_pod_cgroup(pod)
-        self.make_pod_data_dirs(pod)
-        self.probe_manager.add_pod(pod)  # idempotent: probing starts with the first sync
-        result = await self.runtime.sync_pod(pod, pod_status)
-        self.reason_cache.update(pod_uid(pod), result)
-        error = result.error()
-        if error is not None:
-            raise error
-        return False
-
-    async def _ensure_pod_cgroup(self, pod: V1Pod) -> None:
-        """The pod's cgroup (and the QoS cgroups it changes) before its sandbox exists."""
-        assert self.container_manager is not None
-        try:
-            await self.container_manager.ensure_pod(pod)
-        except CgroupError as err:
-            message = f"unable to ensure pod container exists: {err}"
-            if self.recorder is not None:
-                self.recorder.event(pod, WARNING, FAILED_TO_CREATE_POD_CONTAINER, message)
-            self.status_manager.set_pod_status(pod, _with_message(
-                self.status_manager.get_pod_status(pod_uid(pod)), FAILED_TO_CREATE_POD_CONTAINER,
-                message))
-            raise RuntimeError(f"failed to ensure that the pod: {pod_uid(pod)} cgroups exist "
-                               f"and are correctly applied: {err}") from err
-
-    async def sync_terminating_pod(self, pod: V1Pod, pod_status: PodStatus,
-                                   grace_period: int | None) -> None:
-        klog.v(4).info("SyncTerminatingPod enter", pod=pod_ref(pod))
-        # A terminating container is never restarted, so its liveness no longer matters.
-        self.probe_manager.stop_liveness_and_startup(pod)
-        self.status_manager.set_pod_status(pod, self._api_status(pod, pod_status))
-        running = running_pod_from_status(pod_status, self.options.runtime_type)
-        await self.runtime.kill_pod(pod, running, grace_period)
-        after = await self.runtime.get_pod_status(pod_uid(pod), pod.metadata.name,
-                                                  pod.metadata.namespace)
-        still = [c.name for c in after.container_statuses if c.state == ContainerState.RUNNING]
-        if still:
-            raise RuntimeError(f"containers still running after kill: {', '.join(still)}")
-        self.status_manager.set_pod_status(pod, self._api_status(pod, after, terminal=True))
-        klog.v(4).info("SyncTerminatingPod exit", pod=pod_ref(pod))
-
-    async def sync_terminating_runtime_pod(self, running_pod: Pod) -> None:
-        klog.info("Killing orphaned pod found in the runtime", podUID=running_pod.id,
-                  pod=f"{running_pod.namespace}/{running_pod.name}")
-        await self.runtime.kill_pod(None, running_pod, None)
-
-    async def sync_terminated_pod(self, pod: V1Pod, pod_status: PodStatus) -> None:
-        self.probe_manager.remove_pod(pod)
-        self.status_manager.set_pod_status(pod, self._api_status(pod, pod_status, terminal=True))
-        self.status_manager.terminate_pod(pod)
-
     # -- housekeeping -------------------------------------------------------
 
     async def handle_pod_cleanups(self) -> None:
         """Upstream ``HandlePodCleanups``: make the node match the sources' wishes."""
-        workers = self._workers()
+        workers = self.pod_workers
         desired = {pod_uid(p): p for p in self.pod_manager.get_pods()}
         worker_states = workers.sync_known_pods(desired)
         self.status_manager.remove_orphaned_statuses(set(desired))
@@ -308,26 +461,30 @@ class Kubelet:
                 self.cache.delete(uid)
 
         await asyncio.to_thread(self._remove_orphaned_pod_dirs, set(desired))
-        if self.container_manager is not None:
-            # Cgroups go once nothing of the pod can run any more.
-            keep = {uid for uid in desired if not workers.is_pod_terminated(uid)}
-            keep |= {uid for uid in worker_states if workers.could_have_running_containers(uid)}
-            removed = await asyncio.to_thread(
-                self.container_manager.remove_orphaned_pod_cgroups, keep)
-            if removed:
-                await self.container_manager.update_qos_cgroups()
+        await self._remove_orphaned_pod_cgroups(set(desired), set(worker_states))
+
+    async def _remove_orphaned_pod_cgroups(self, desired: set[str], known: set[str]) -> None:
+        """Upstream ``cleanupOrphanedPodCgroups``: once nothing of a pod can run any more."""
+        if self.resources is None or not self.resources.container_manager.config.cgroups_per_qos:
+            return
+        manager = self.resources.container_manager
+        workers = self.pod_workers
+        keep = {uid for uid in desired if not workers.is_pod_terminated(uid)}
+        keep |= {uid for uid in known if workers.could_have_running_containers(uid)}
+        if await asyncio.to_thread(manager.remove_orphaned_pod_cgroups, keep):
+            await manager.update_qos_cgroups()
 
     def _remove_orphaned_pod_dirs(self, desired: set[str]) -> None:
         try:
-            entries = os.listdir(self.pods_dir())
+            entries = os.listdir(pods_dir(self.options.root_dir))
         except FileNotFoundError:
             return
-        workers = self._workers()
+        workers = self.pod_workers
         for uid in entries:
             if uid in desired or not workers.should_pod_content_be_removed(uid):
                 continue
             klog.v(2).info("Removing directory of a deleted pod", podUID=uid)
-            shutil.rmtree(self.pod_dir(uid), ignore_errors=True)
+            shutil.rmtree(pod_dir(self.options.root_dir, uid), ignore_errors=True)
 
     # -- views ----------------------------------------------------------
 
@@ -336,24 +493,9 @@ class Kubelet:
         return [self.status_manager.pod_with_status(pod) for pod in self.pod_manager.get_pods()]
 
 
-def _with_message(status: V1PodStatus | None, reason: str, message: str) -> V1PodStatus:
-    """A pod that cannot start says why in its status; its phase stays what it was."""
-    updated = copy.copy(status) if status is not None else V1PodStatus(phase="Pending")
-    updated.reason = reason
-    updated.message = message
-    return updated
-
-
 def _still_running(pod: Pod) -> bool:
     """A runtime pod with a running container or a ready sandbox still needs a kill."""
     return any(c.state == ContainerState.RUNNING for c in (*pod.containers, *pod.sandboxes))
-
-
-def _succeeded(results: ResultsManager, container_id: str) -> bool:
-    try:
-        return results.get(ContainerID.parse(container_id)) == ProbeResult.SUCCESS
-    except ValueError:
-        return False
 
 
 def _creation_key(pod: V1Pod) -> float:

@@ -6,6 +6,12 @@ iteration: while it returns anything, the loop backs off instead of driving a
 runtime that cannot answer. A runtime that stops answering is declared down
 only after ``base_runtime_sync_threshold``, so one slow call does not stall
 every pod. Extra health checks (PLEG's relist freshness) join the same list.
+
+Right after start-up the first status call and the first relist are still on
+their way, so the loop skips its first iterations for reasons that are
+expected, not faults: ``starting_up()`` tells those apart (nothing has
+failed that ever worked, and the threshold since start has not passed), so
+the loop can say so at info level instead of as an error.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ class RuntimeState:
         self._runtime_error: str | None = None
         self._network_error: str | None = None
         self._health_checks: list[tuple[str, HealthCheck]] = []
+        self._started = clock()
+        # Health checks that have passed at least once: a failure after that is a fault.
+        self._healthy_once: set[str] = set()
 
     def add_health_check(self, name: str, check: HealthCheck) -> None:
         self._health_checks.append((name, check))
@@ -44,13 +53,35 @@ class RuntimeState:
             errors.append("container runtime status check may not have completed yet")
         elif self._clock() - self._last_base_runtime_sync > self._threshold:
             errors.append("container runtime is down")
-        for name, check in self._health_checks:
-            ok, message = check()
-            if not ok:
-                errors.append(f"{name} is not healthy: {message}")
+        errors.extend(f"{name} is not healthy: {message}"
+                      for name, message in self._failing_checks())
         if self._runtime_error:
             errors.append(self._runtime_error)
         return errors
+
+    def starting_up(self) -> bool:
+        """Whether every current error is a first check that has not completed yet.
+
+        True only within the sync threshold after start: a runtime that never
+        answers is a fault, reported as one after that.
+        """
+        now = self._clock()
+        if now - self._started > self._threshold or self._runtime_error:
+            return False
+        if (self._last_base_runtime_sync is not None
+                and now - self._last_base_runtime_sync > self._threshold):
+            return False
+        return all(name not in self._healthy_once for name, _ in self._failing_checks())
+
+    def _failing_checks(self) -> list[tuple[str, str]]:
+        failing: list[tuple[str, str]] = []
+        for name, check in self._health_checks:
+            ok, message = check()
+            if ok:
+                self._healthy_once.add(name)
+            else:
+                failing.append((name, message))
+        return failing
 
     def network_errors(self) -> list[str]:
         return [self._network_error] if self._network_error else []

@@ -12,7 +12,8 @@ Upstream's ``syncLoop`` is a ``for`` around ``syncLoopIteration``, a Go
 Each iteration handles exactly one ready case and returns, so the loop can
 check the runtime's health and record that it is alive (``/healthz/syncloop``)
 between events. While the runtime reports errors the loop backs off
-exponentially (100 ms doubling to 5 s) instead of syncing pods.
+exponentially (100 ms doubling to 5 s) instead of syncing pods; during
+start-up, before the first runtime status and relist, that is logged at info.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class LoopInputs:
     on_probe_update: Callable[[str, ResultUpdate], None]
     on_container_died: Callable[[str, str], None] = lambda uid, container_id: None
     heartbeat: Callable[[], None] = lambda: None
+    # True while the runtime errors are only first checks still under way (start-up).
+    runtime_starting: Callable[[], bool] = lambda: False
     sync_period: float = SYNC_PERIOD
     housekeeping_period: float = HOUSEKEEPING_PERIOD
 
@@ -139,7 +142,11 @@ async def sync_loop(inputs: LoopInputs, handler: SyncHandler) -> None:
         while True:
             errors = inputs.runtime_errors()
             if errors:
-                klog.error("Skipping pod synchronization", "; ".join(errors))
+                if inputs.runtime_starting():
+                    # The first runtime status and relist are on their way: expected.
+                    klog.info("Skipping pod synchronization", err="; ".join(errors))
+                else:
+                    klog.error("Skipping pod synchronization", "; ".join(errors))
                 await asyncio.sleep(backoff)
                 backoff = min(BACKOFF_MAX, backoff * BACKOFF_FACTOR)
                 continue

@@ -162,6 +162,8 @@ class ContainerGC:
                     and self.pods.should_pod_content_be_removed(uid)}
         if orphaned:
             await asyncio.to_thread(self.manager.remove_pod_log_dirs, orphaned)
+        # What the sandbox helper remembers per pod goes with the pod's last sandbox.
+        self.manager.sandboxes.retain_pods(with_sandboxes)
         await asyncio.to_thread(self._remove_dangling_log_links)
 
     def _remove_dangling_log_links(self) -> None:

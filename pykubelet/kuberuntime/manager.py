@@ -42,7 +42,7 @@ from pykubelet.container.helpers import (
 from pykubelet.cri import ImageService, RuntimeService
 from pykubelet.cri.errors import is_not_found
 from pykubelet.cri.runtime import KUBE_RUNTIME_API_VERSION
-from pykubelet.events import EventRecorder
+from pykubelet.events import EventRecorder, LoggingRecorder
 from pykubelet.kuberuntime.actions import (
     CRASH_LOOP_BACK_OFF,
     PodActions,
@@ -155,8 +155,9 @@ class KubeGenericRuntimeManager:
             pull_qps=options.registry_pull_qps, pull_burst=options.registry_burst)
         self.liveness = liveness
         self.startup = startup
+        recorder = recorder or LoggingRecorder()
         self.sandboxes = PodSandboxes(runtime_service, options.sandbox_options(),
-                                      options.runtime_handler)
+                                      options.runtime_handler, recorder)
         self.container_options = container_options or options.container_options()
         self.containers = PodContainers(
             runtime_service, image_service, self.image_manager, self._container_options_for,
@@ -423,6 +424,7 @@ class KubeGenericRuntimeManager:
         for sandbox_id in await self.sandboxes.ids_for_pod(uid):
             await self.remove_sandbox(sandbox_id)
         await asyncio.to_thread(self.remove_pod_log_dirs, {uid})
+        self.sandboxes.forget_pod(uid)
 
     async def delete_container(self, container_id: ContainerID) -> None:
         await self.containers.remove(container_id.id)

@@ -15,12 +15,20 @@ import os
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Pod
 
+from pykubelet.api import pod_uid
 from pykubelet.container import Container, ContainerID
 from pykubelet.container.helpers import nanos_to_seconds, sandbox_state_to_container_state
 from pykubelet.cri import RuntimeService
+from pykubelet.events import WARNING, EventRecorder, LoggingRecorder
 from pykubelet.kuberuntime.actions import pod_desc
 from pykubelet.kuberuntime.labels import POD_UID_LABEL
-from pykubelet.kuberuntime.sandbox_config import SandboxOptions, generate_pod_sandbox_config
+from pykubelet.kuberuntime.sandbox_config import (
+    MISSING_CLUSTER_DNS_MESSAGE,
+    MISSING_CLUSTER_DNS_REASON,
+    SandboxOptions,
+    generate_pod_sandbox_config,
+    missing_cluster_dns,
+)
 from pykubelet.util import klog
 
 # Pod log directories are read by log collectors running as other users.
@@ -64,13 +72,31 @@ class PodSandboxes:
     """Sandbox operations of the runtime manager, on one runtime service."""
 
     def __init__(self, runtime_service: RuntimeService, options: SandboxOptions,
-                 runtime_handler: str = "") -> None:
+                 runtime_handler: str = "", recorder: EventRecorder | None = None) -> None:
         self.runtime_service = runtime_service
         self.options = options
         self.runtime_handler = runtime_handler
+        self.recorder: EventRecorder = recorder or LoggingRecorder()
+        # Pods already told that they fall back to the node's DNS. The config is
+        # rebuilt on every sync; the warning is news only the first time.
+        self._warned_missing_dns: set[str] = set()
 
     def config(self, pod: V1Pod, attempt: int) -> api_pb2.PodSandboxConfig:
+        if missing_cluster_dns(pod, self.options):
+            uid = pod_uid(pod)
+            if uid not in self._warned_missing_dns:
+                self._warned_missing_dns.add(uid)
+                self.recorder.event(pod, WARNING, MISSING_CLUSTER_DNS_REASON,
+                                    f'pod: "{pod_desc(pod)}". {MISSING_CLUSTER_DNS_MESSAGE}')
         return generate_pod_sandbox_config(pod, attempt, self.options)
+
+    def forget_pod(self, uid: str) -> None:
+        """The pod is gone from the runtime: drop what is remembered about it."""
+        self._warned_missing_dns.discard(uid)
+
+    def retain_pods(self, uids: set[str]) -> None:
+        """Drop what is remembered about every pod not in ``uids``."""
+        self._warned_missing_dns &= uids
 
     async def create(self, pod: V1Pod, attempt: int) -> tuple[str, api_pb2.PodSandboxConfig]:
         """Run a new sandbox for ``pod``; returns its id and the config it was created with."""

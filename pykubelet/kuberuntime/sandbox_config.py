@@ -51,6 +51,11 @@ DNS_CLUSTER_FIRST = "ClusterFirst"
 DNS_CLUSTER_FIRST_WITH_HOST_NET = "ClusterFirstWithHostNet"
 DNS_DEFAULT = "Default"
 DNS_NONE = "None"
+# The Warning event a pod gets when it wants cluster DNS and the node has none.
+MISSING_CLUSTER_DNS_REASON = "MissingClusterDNS"
+MISSING_CLUSTER_DNS_MESSAGE = (f"kubelet does not have ClusterDNS IP configured and cannot create "
+                               f"Pod using \"{DNS_CLUSTER_FIRST}\" policy. Falling back to "
+                               f"\"{DNS_DEFAULT}\" policy.")
 
 
 class SandboxConfigError(Exception):
@@ -191,6 +196,11 @@ def _fit_dns_limits(config: ResolvConf, pod_name: str) -> ResolvConf:
     return config
 
 
+def missing_cluster_dns(pod: V1Pod, opts: SandboxOptions) -> bool:
+    """The pod asks for cluster DNS but the node has no ``clusterDNS``: it gets the node's."""
+    return _dns_policy(pod) == DNS_CLUSTER_FIRST and not opts.cluster_dns
+
+
 def generate_pod_dns_config(pod: V1Pod, opts: SandboxOptions) -> api_pb2.DNSConfig:
     """The resolver settings of the pod's sandbox (upstream ``GetPodDNS``)."""
     policy = _dns_policy(pod)
@@ -198,8 +208,7 @@ def generate_pod_dns_config(pod: V1Pod, opts: SandboxOptions) -> api_pb2.DNSConf
     namespace = (pod.metadata.namespace if pod.metadata else None) or ""
     config = ResolvConf() if policy == DNS_NONE else _read_host_dns(opts.resolv_conf)
     if policy == DNS_CLUSTER_FIRST and not opts.cluster_dns:
-        klog.warning("Kubelet does not have ClusterDNS IP configured and cannot create Pod using "
-                     "\"ClusterFirst\" policy. Falling back to \"Default\" policy.", pod=pod_name)
+        # Reported once per pod by the caller (PodSandboxes), not on every config built.
         policy = DNS_DEFAULT
     if policy == DNS_CLUSTER_FIRST:
         config.nameservers = list(opts.cluster_dns)
@@ -372,6 +381,8 @@ def generate_pod_sandbox_config(pod: V1Pod, attempt: int,
 
 
 __all__ = [
+    "MISSING_CLUSTER_DNS_MESSAGE",
+    "MISSING_CLUSTER_DNS_REASON",
     "SandboxConfigError",
     "SandboxOptions",
     "generate_pod_dns_config",
@@ -380,6 +391,7 @@ __all__ = [
     "has_privileged_container",
     "kernel_hostname",
     "make_port_mappings",
+    "missing_cluster_dns",
     "namespace_options_for_pod",
     "parse_resolv_conf",
     "pod_supplemental_groups",

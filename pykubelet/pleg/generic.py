@@ -21,7 +21,6 @@ Upstream gets the same property from Go's monotonic ``time.Time`` readings.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -170,7 +169,6 @@ class GenericPLEG:
         self._records = _PodRecords()
         self._pods_to_reinspect: dict[str, Pod | None] = {}
         self._relist_lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
         self._last_relist_time: float | None = None
         self.last_relist_duration = 0.0
         self.relist_count = 0
@@ -185,19 +183,6 @@ class GenericPLEG:
         """The single event stream; the sync loop is its only consumer."""
         return self._events
 
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(
-                self._relist_forever(), name="pleg-relist")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
     def healthy(self) -> tuple[bool, str]:
         """Whether relisting is keeping up; the message explains a failure."""
         if self._last_relist_time is None:
@@ -208,7 +193,8 @@ class GenericPLEG:
                            f"threshold is {self.relist_threshold:g}s")
         return True, ""
 
-    async def _relist_forever(self) -> None:
+    async def run(self) -> None:
+        """Relist every ``relist_period`` until cancelled (upstream ``wait.Until(relist)``)."""
         while True:
             try:
                 await self.relist()

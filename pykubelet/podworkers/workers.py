@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import math
 import random
 import time
@@ -385,12 +386,6 @@ class PodWorkers:
         status = self._statuses.get(uid)
         return status is not None and status.is_termination_requested
 
-    def should_pod_containers_be_terminating(self, uid: str) -> bool:
-        status = self._statuses.get(uid)
-        if status is not None:
-            return status.started_terminating
-        return self._pods_synced
-
     def should_pod_runtime_be_removed(self, uid: str) -> bool:
         status = self._statuses.get(uid)
         if status is not None:
@@ -562,7 +557,7 @@ class PodWorkers:
             task = asyncio.get_running_loop().create_task(
                 self._worker_loop(uid, signal), name=f"pod-worker-{uid}")
             self._tasks.add(task)
-            task.add_done_callback(self._worker_done)
+            task.add_done_callback(functools.partial(self._worker_done, uid, signal))
 
         pending = status.pending_update
         if pending is not None and pending.start_time and pending.start_time < options.start_time:
@@ -953,10 +948,27 @@ class PodWorkers:
         if options is not None and options.completed is not None:
             options.completed.set()
 
-    def _worker_done(self, task: asyncio.Task[None]) -> None:
+    def _worker_done(self, uid: str, signal: _WorkerSignal, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            klog.error("Pod worker stopped unexpectedly", task.exception(), worker=task.get_name())
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is None:
+            return
+        # A bug in the worker itself (not a failed sync, which the loop catches)
+        # must not leave the pod stuck: forget the dead worker so that the next
+        # update starts a new one, and have the sync loop send that update
+        # after the usual back-off, as for a failed sync.
+        klog.exception("Pod worker crashed; the pod is retried after back-off", error,
+                       podUID=uid, worker=task.get_name())
+        if self._signals.get(uid) is signal:
+            del self._signals[uid]
+        status = self._statuses.get(uid)
+        if status is not None:
+            status.working = False
+            status.in_flight = None
+        self.work_queue.enqueue_after(
+            uid, jitter(self.backoff_period, BACKOFF_JITTER_FACTOR, self._rand))
 
     @staticmethod
     def _ref(pod: V1Pod | None) -> str:

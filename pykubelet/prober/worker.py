@@ -209,7 +209,7 @@ class ProbeWorker:
             if self._initial_jitter > 0:
                 await self._wait(self._initial_jitter)
             next_tick = self._clock() + self.period_seconds
-            while not self._stopped and await self.do_probe():
+            while not self._stopped and await self._probe_surviving_crashes():
                 delay = max(0.0, next_tick - self._clock())
                 triggered = await self._wait(delay)
                 now = self._clock()
@@ -222,6 +222,22 @@ class ProbeWorker:
                         next_tick += self.period_seconds
         finally:
             self._clean_up()
+
+    async def _probe_surviving_crashes(self) -> bool:
+        """One probe; a bug in it is logged with its traceback and probing goes on.
+
+        Upstream recovers a panicking probe the same way and keeps the worker
+        running, so one bad probe never silently stops a container's checks.
+        """
+        try:
+            return await self.do_probe()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            klog.exception("Probe worker crashed; probing continues", err,
+                           probeType=str(self.probe_type), pod=pod_ref(self.pod),
+                           containerName=self.container.name)
+            return True
 
     async def _wait(self, seconds: float) -> bool:
         """Wait ``seconds`` or until woken by ``trigger`` or ``stop``.

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes_asyncio.client.models import V1Pod
 
@@ -125,8 +125,20 @@ def _name_errors(pod: V1Pod) -> list[str]:
     return errors
 
 
+class PodSource(Protocol):
+    """A pod source: sends ``SET`` updates into its channel until cancelled or stopped."""
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class PodConfig:
-    """Merges the pod sources into one ordered stream of incremental ``PodUpdate``s."""
+    """Merges the pod sources into one ordered stream of incremental ``PodUpdate``s.
+
+    It also owns the sources registered with ``add_source``, so that whoever
+    starts the pod config (``start_kubelet``) starts every source with it.
+    """
 
     def __init__(self, node_name: str = "") -> None:
         self._node_name = node_name
@@ -137,6 +149,7 @@ class PodConfig:
         self._listeners: dict[str, asyncio.Task[None]] = {}
         self._running = False
         self._stopped = asyncio.Event()
+        self._sources: list[PodSource] = []
 
     # --- the public surface ----------------------------------------------------------------------
 
@@ -149,6 +162,13 @@ class PodConfig:
             if self._running:
                 self._listen(source)
         return queue
+
+    def add_source(self, source: PodSource) -> None:
+        """Register a source (already given its ``channel``) to be started with the config."""
+        self._sources.append(source)
+
+    def pod_sources(self) -> list[PodSource]:
+        return list(self._sources)
 
     @property
     def node_name(self) -> str:

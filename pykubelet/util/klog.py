@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from typing import Any, TextIO
 
 _LOGGER = logging.getLogger("pykubelet")
@@ -70,14 +71,23 @@ def verbosity() -> int:
     return _verbosity
 
 
-def _emit(level: int, msg: str, pairs: dict[str, Any]) -> None:
+def _emit(level: int, msg: str, pairs: dict[str, Any], depth: int = 0) -> None:
     if _LOGGER.isEnabledFor(level):
         # stacklevel 3: skip _emit and the public helper, report the caller's line.
-        _LOGGER.log(level, "%s", format_pairs(msg, pairs), stacklevel=3)
+        _LOGGER.log(level, "%s", format_pairs(msg, pairs), stacklevel=3 + depth)
 
 
 def info(msg: str, **pairs: Any) -> None:
     _emit(logging.INFO, msg, pairs)
+
+
+def info_depth(depth: int, msg: str, **pairs: Any) -> None:
+    """``info`` reporting the line ``depth`` frames above the caller (klog's ``InfoSDepth``).
+
+    For helpers that log on behalf of their caller, so the header names the
+    code that had something to say rather than the helper.
+    """
+    _emit(logging.INFO, msg, pairs, depth)
 
 
 def warning(msg: str, **pairs: Any) -> None:
@@ -88,6 +98,15 @@ def error(msg: str, err: BaseException | str | None = None, **pairs: Any) -> Non
     if err is not None:
         pairs = {"err": err, **pairs}
     _emit(logging.ERROR, msg, pairs)
+
+
+def exception(msg: str, err: BaseException, **pairs: Any) -> None:
+    """An error line followed by the traceback of ``err``: for crashes, not expected failures."""
+    if not _LOGGER.isEnabledFor(logging.ERROR):
+        return
+    trace = "".join(traceback.format_exception(err)).rstrip("\n")
+    _LOGGER.log(logging.ERROR, "%s\n%s", format_pairs(msg, {"err": err, **pairs}), trace,
+                stacklevel=2)
 
 
 class Verbose:

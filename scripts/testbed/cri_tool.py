@@ -6,12 +6,15 @@ CRI plugin (not just containerd) is serving, whether the CRI image service
 already sees the imported images, and a way to stop and remove every pod
 sandbox and container *through the runtime* so that CNI tears down networking
 properly. Those are the subcommands here; each exits 0 on success and prints
-a one-line reason to stderr otherwise.
+a one-line reason to stderr otherwise. ``ps`` is for people: Debian has no
+``crictl``, and ``ctr`` does not show the CRI's pod view, so it lists the pod
+sandboxes and their containers as the kubelet sees them.
 
 Usage:
     cri_tool.py wait-ready SOCKET TIMEOUT_SECONDS
     cri_tool.py wait-images SOCKET TIMEOUT_SECONDS IMAGE...
     cri_tool.py remove-all SOCKET
+    cri_tool.py ps SOCKET
 """
 
 from __future__ import annotations
@@ -130,6 +133,41 @@ def remove_all(socket_path: str) -> int:
     return 1 if failures else 0
 
 
+def _state_name(enum: object, value: int) -> str:
+    # CONTAINER_RUNNING -> RUNNING, SANDBOX_NOTREADY -> NOTREADY
+    name = enum.Name(value)  # type: ignore[attr-defined]
+    return str(name).split("_", 1)[1]
+
+
+def list_pods(socket_path: str) -> int:
+    """Print every pod sandbox with its IP and containers, newest pod first."""
+    with _channel(socket_path) as channel:
+        runtime = api_pb2_grpc.RuntimeServiceStub(channel)
+        sandboxes = runtime.ListPodSandbox(api_pb2.ListPodSandboxRequest(),
+                                           timeout=CALL_TIMEOUT_SECONDS).items
+        containers = runtime.ListContainers(api_pb2.ListContainersRequest(),
+                                            timeout=CALL_TIMEOUT_SECONDS).containers
+        by_sandbox: dict[str, list[api_pb2.Container]] = {}
+        for container in containers:
+            by_sandbox.setdefault(container.pod_sandbox_id, []).append(container)
+        print(f"{'POD / container':40} {'STATE':9} {'IP':15} {'ID':14} AGE")
+        now = time.time()
+        for sandbox in sorted(sandboxes, key=lambda s: s.created_at, reverse=True):
+            status = runtime.PodSandboxStatus(api_pb2.PodSandboxStatusRequest(
+                pod_sandbox_id=sandbox.id), timeout=CALL_TIMEOUT_SECONDS).status
+            pod = f"{sandbox.metadata.namespace}/{sandbox.metadata.name}"
+            age = f"{now - sandbox.created_at / 1e9:.0f}s"
+            print(f"{pod:40} {_state_name(api_pb2.PodSandboxState, sandbox.state):9} "
+                  f"{status.network.ip or '-':15} {sandbox.id[:13]:14} {age}")
+            for container in sorted(by_sandbox.get(sandbox.id, []),
+                                    key=lambda c: c.created_at):
+                state = _state_name(api_pb2.ContainerState, container.state)
+                name = f"{container.metadata.name} (attempt {container.metadata.attempt})"
+                age = f"{now - container.created_at / 1e9:.0f}s"
+                print(f"  {name:38} {state:9} {'':15} {container.id[:13]:14} {age}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if len(argv) >= 3 and argv[0] == "wait-ready":
         return wait_ready(argv[1], float(argv[2]))
@@ -140,6 +178,12 @@ def main(argv: list[str]) -> int:
             return remove_all(argv[1])
         except grpc.RpcError as err:
             print(f"remove-all: {err.code().name}: {err.details()}", file=sys.stderr)
+            return 1
+    if len(argv) == 2 and argv[0] == "ps":
+        try:
+            return list_pods(argv[1])
+        except grpc.RpcError as err:
+            print(f"ps: {err.code().name}: {err.details()}", file=sys.stderr)
             return 1
     print(__doc__, file=sys.stderr)
     return 2

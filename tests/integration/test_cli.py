@@ -26,6 +26,15 @@ def test_version_names_the_program() -> None:
     assert "pykubelet v0.1.0" in result.stdout
 
 
+def test_version_raw_prints_build_information() -> None:
+    result = run_pykubelet("--version=raw")
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip()
+    assert line.startswith('version.Info{Major:"0", Minor:"1", ')
+    assert 'GitVersion:"v0.1.0"' in line and 'Compiler:"cpython"' in line
+    assert result.stderr == ""
+
+
 def test_help_lists_upstream_flags_in_groups() -> None:
     result = run_pykubelet("--help")
     assert result.returncode == 0

@@ -8,12 +8,14 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from cri_api.v1 import api_pb2
 
 from pykubelet.api import pod_from_dict
+from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.events import Event, LoggingRecorder
 from pykubelet.kuberuntime.container_config import (
     ContainerOptions,
     CreateContainerConfigError,
@@ -31,6 +33,7 @@ from pykubelet.kuberuntime.images import (
     lookup_credentials,
     parse_image_reference,
 )
+from pykubelet.kuberuntime.sandbox import PodSandboxes
 from pykubelet.kuberuntime.sandbox_config import (
     SandboxConfigError,
     SandboxOptions,
@@ -439,6 +442,39 @@ def test_dns_cluster_first_without_cluster_dns_uses_the_node(
     sandbox_opts.cluster_dns = []
     servers, _, _ = dns_of(make_pod(), sandbox_opts)
     assert servers == ["10.0.0.2", "10.0.0.3"]
+
+
+def test_missing_cluster_dns_is_one_warning_event_per_pod(
+        sandbox_opts: SandboxOptions) -> None:
+    sandbox_opts.cluster_dns = []
+    recorder = LoggingRecorder()
+    events: list[Event] = []
+    recorder.listeners.append(events.append)
+    # Building a config touches no runtime; the sync loop builds one per sync.
+    sandboxes = PodSandboxes(cast(RemoteRuntimeService, None), sandbox_opts, recorder=recorder)
+    web = make_pod()
+    for attempt in range(3):
+        sandboxes.config(web, attempt)
+    sandboxes.config(make_pod(dnsPolicy="Default"), 0)  # asks for the node's DNS anyway
+    sandboxes.config(make_pod(hostNetwork=True), 0)     # so does ClusterFirst on the host
+    assert [(e.object, e.type, e.reason) for e in events] == [
+        ("shop/web", "Warning", "MissingClusterDNS")]
+    assert events[0].message == (
+        'pod: "web_shop(uid-1)". kubelet does not have ClusterDNS IP configured and cannot '
+        'create Pod using "ClusterFirst" policy. Falling back to "Default" policy.')
+    # A pod removed from the runtime and created again is told again.
+    sandboxes.forget_pod("uid-1")
+    sandboxes.config(web, 0)
+    assert len(events) == 2
+
+
+def test_no_missing_cluster_dns_event_with_cluster_dns(sandbox_opts: SandboxOptions) -> None:
+    recorder = LoggingRecorder()
+    events: list[Event] = []
+    recorder.listeners.append(events.append)
+    sandboxes = PodSandboxes(cast(RemoteRuntimeService, None), sandbox_opts, recorder=recorder)
+    sandboxes.config(make_pod(), 0)
+    assert events == []
 
 
 def test_dns_none_takes_only_the_pod_dns_config(sandbox_opts: SandboxOptions) -> None:

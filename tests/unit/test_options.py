@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import io
 import json
+import platform
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from pykubelet.cmd.options import ConfigurationError, parse_command_line
+from pykubelet.cmd.options import ConfigurationError, not_acted_on, parse_command_line
 from pykubelet.config.server import KubeletServer
+
+REPO = Path(__file__).resolve().parents[2]
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 SEED = Path(__file__).resolve().parents[2] / "examples" / "kubelet-seed004.yaml"
@@ -160,6 +165,67 @@ def test_version_exits_zero() -> None:
     assert info.value.code == 0
     assert out.getvalue().startswith("pykubelet v0.1.0")
     assert "kubelet.config.k8s.io/v1beta1" in out.getvalue()
+
+
+def help_entry(text: str, flag: str) -> str:
+    """The help lines of one flag, from its name to the next flag."""
+    start = text.index(f"\n  {flag} ") + 1
+    end = text.find("\n  -", start)
+    return " ".join(text[start:end if end >= 0 else None].split())
+
+
+def test_help_marks_flags_accepted_but_not_acted_on() -> None:
+    out = io.StringIO()
+    with pytest.raises(SystemExit):
+        parse_command_line(["--help"], stdout=out)
+    text = out.getvalue()
+    mark = "[not acted on yet]"
+    assert f"Flags marked {mark} are accepted" in text
+    # Config-field flags follow the start-up list of fields acted on...
+    for flag in ("--cpu-manager-policy", "--hairpin-mode"):
+        assert mark in help_entry(text, flag), flag
+    for flag in ("--pod-manifest-path", "--max-pods", "--cluster-dns", "--sync-frequency",
+                 "--eviction-hard", "--kube-reserved", "--maximum-dead-containers"):
+        assert mark not in help_entry(text, flag), flag
+    # ...and node-local flags carry their own mark.
+    for flag in ("--kubeconfig", "--node-labels", "--cert-dir"):
+        assert mark in help_entry(text, flag), flag
+    for flag in ("--config", "--root-dir", "--lock-file", "--hostname-override"):
+        assert mark not in help_entry(text, flag), flag
+
+
+def test_settings_not_acted_on_name_file_fields_and_given_flags(tmp_path: Path) -> None:
+    path = config_file(tmp_path, "hairpinMode: hairpin-veth\nevictionHard: "
+                                 "{memory.available: 100Mi}\nmaxPods: 20\n")
+    server = run(f"--config={path}", "--kubeconfig=/etc/kubelet.conf", "--cpu-manager-policy",
+                 "static", "--root-dir=/var/lib/pyk", "--max-pods=9", "--eviction-hard",
+                 "memory.available<200Mi")
+    assert not_acted_on(server) == ["hairpinMode", "--cpu-manager-policy", "--kubeconfig"]
+    assert not_acted_on(run("--root-dir=/var/lib/pyk")) == []
+
+
+def test_version_raw_prints_build_information_as_go_struct_text() -> None:
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as info:
+        parse_command_line(["--version=raw"], stdout=out)
+    assert info.value.code == 0
+    text = out.getvalue().strip()
+    assert text.startswith('version.Info{Major:"0", Minor:"1", EmulationMajor:"", ')
+    assert text.endswith("}")
+    fields = dict(re.findall(r'(\w+):"((?:[^"\\]|\\.)*)"', text))
+    assert list(fields) == [
+        "Major", "Minor", "EmulationMajor", "EmulationMinor", "MinCompatibilityMajor",
+        "MinCompatibilityMinor", "GitVersion", "GitCommit", "GitTreeState", "BuildDate",
+        "GoVersion", "Compiler", "Platform"]
+    assert fields["GitVersion"] == "v0.1.0"
+    assert fields["GoVersion"] == f"python{platform.python_version()}"
+    assert re.fullmatch(r"linux/\w+", fields["Platform"])
+    # Run from a git checkout, the commit is the checkout's HEAD.
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=False).stdout.strip()
+    if head:
+        assert fields["GitCommit"] == head
+        assert fields["GitTreeState"] in ("clean", "dirty")
 
 
 def test_print_config_prints_the_configz_body(tmp_path: Path) -> None:

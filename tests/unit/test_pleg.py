@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -268,14 +269,16 @@ async def test_health_tracks_last_successful_relist(pleg: GenericPLEG, runtime: 
     assert pleg.healthy() == (True, "")
 
 
-async def test_start_relists_periodically_until_stopped(runtime: FakeRuntime,
-                                                        cache: PodCache) -> None:
+async def test_run_relists_periodically_until_cancelled(runtime: FakeRuntime,
+                                                         cache: PodCache) -> None:
     pleg = GenericPLEG(runtime, cache, relist_period=0.01)
-    pleg.start()
+    task = asyncio.create_task(pleg.run())
     runtime.containers["p1"] = {"c1": ContainerState.RUNNING}
     event = await asyncio.wait_for(pleg.watch().get(), 1)
     assert (event.pod_uid, event.type, event.data) == ("p1", STARTED, "c1")
-    await pleg.stop()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
     count = pleg.relist_count
     await asyncio.sleep(0.05)
     assert pleg.relist_count == count

@@ -250,7 +250,8 @@ async def test_sync_error_is_requeued_after_backoff(workers: PodWorkers, syncer:
                                                     queue_clock: FakeClock) -> None:
     syncer.sync_errors["a"] = [RuntimeError("image pull failed")]
     workers.update_pod(update(make_pod("a"), SyncPodType.CREATE))
-    await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 1)
+    # The worker requeues right after the failed sync returns.
+    await until(lambda: workers.work_queue.due_time("a") is not None)
     due = workers.work_queue.due_time("a")
     assert due is not None and 10.0 <= due - queue_clock.now <= 15.0
     assert workers.work_queue.get_work() == []
@@ -413,3 +414,30 @@ async def test_static_pod_with_same_name_waits_for_the_old_one(
     await until(lambda: "sync_terminated_pod" in syncer.kinds("old"))
     workers.update_pod(update(new, SyncPodType.SYNC))
     await until(lambda: len(syncer.calls("sync_pod", "new")) == 1)
+
+
+async def test_a_crashed_worker_does_not_leave_its_pod_stuck(
+        workers: PodWorkers, syncer: FakeSyncer, queue_clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # A bug in the worker's own bookkeeping (not a failed sync) kills its task.
+    real_complete_work = workers._complete_work
+    crashes = [RuntimeError("bookkeeping bug")]
+
+    def complete_work_once_broken(*args: Any, **kwargs: Any) -> None:
+        if crashes:
+            raise crashes.pop()
+        real_complete_work(*args, **kwargs)
+
+    monkeypatch.setattr(workers, "_complete_work", complete_work_once_broken)
+    workers.update_pod(update(make_pod("a", "v1"), SyncPodType.CREATE))
+    await until(lambda: not crashes and not workers._tasks)
+    assert "Pod worker crashed" in caplog.text and "bookkeeping bug" in caplog.text
+    assert "Traceback" in caplog.text
+
+    # The sync loop retries the pod after the back-off, and later updates are processed.
+    assert workers.work_queue.get_work() == []
+    queue_clock.now += 60
+    assert workers.work_queue.get_work() == ["a"]
+    workers.update_pod(update(make_pod("a", "v2")))
+    await until(lambda: len(syncer.calls("sync_pod_end")) == 2)
+    assert syncer.calls("sync_pod")[-1] == (SyncPodType.UPDATE, "v2")

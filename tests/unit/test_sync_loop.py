@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -159,6 +160,24 @@ async def test_runtime_errors_stop_syncing_until_the_runtime_recovers() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+@pytest.mark.parametrize("starting", [True, False])
+async def test_skipping_during_start_up_is_info_and_an_error_later(
+        starting: bool, caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness(runtime_starting=lambda: starting)
+    h.errors = ["PLEG is not healthy: pleg has yet to be successful"]
+    logger = logging.getLogger("pykubelet")
+    logger.addHandler(caplog.handler)  # propagation may be off after a klog.setup()
+    caplog.set_level(logging.DEBUG, logger="pykubelet")
+    try:
+        await h.run_for(0.05)
+    finally:
+        logger.removeHandler(caplog.handler)
+    skipped = [r for r in caplog.records if "Skipping pod synchronization" in r.getMessage()]
+    assert skipped
+    assert {r.levelno for r in skipped} == {logging.INFO if starting else logging.ERROR}
+    assert all("pleg has yet to be successful" in r.getMessage() for r in skipped)
 
 
 async def test_an_update_is_not_lost_when_another_case_wins_the_race() -> None:

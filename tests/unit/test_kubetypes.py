@@ -16,11 +16,9 @@ from pykubelet.api.kubetypes import (
     HTTP_SOURCE,
     PodOperation,
     get_pod_source,
-    get_validated_sources,
     is_critical_pod,
     is_mirror_pod,
     is_static_pod,
-    parse_pod_full_name,
     pod_full_name,
 )
 
@@ -39,11 +37,8 @@ def test_operations_keep_upstream_numbering() -> None:
                                                 "RECONCILE"]
 
 
-def test_full_name_round_trip() -> None:
+def test_full_name() -> None:
     assert pod_full_name(pod()) == "web_prod"
-    assert parse_pod_full_name("web_prod") == ("web", "prod")
-    with pytest.raises(ValueError):
-        parse_pod_full_name("web")
 
 
 def test_source_static_and_mirror() -> None:
@@ -63,9 +58,3 @@ def test_critical_pods() -> None:
                                priority=2_000_001_000))
     assert not is_critical_pod(pod({CONFIG_SOURCE_ANNOTATION_KEY: API_SOURCE}, priority=1000))
 
-
-def test_validated_sources() -> None:
-    assert get_validated_sources(["*"]) == ["file", "http", "api"]
-    assert get_validated_sources(["file", "api", "file"]) == ["file", "api"]
-    with pytest.raises(ValueError):
-        get_validated_sources(["ftp"])
