@@ -9,6 +9,7 @@ the process talks to the testbed's containerd.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -104,10 +105,12 @@ class KubeletProcess:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
-            return self.process.wait(timeout)
+            code = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            return self.process.wait(5)
+            code = self.process.wait(5)
+        _remove_cgroup_root_if_empty(self.cgroup_root)
+        return code
 
 
     def kill(self) -> None:
@@ -233,6 +236,27 @@ def exec_in(endpoint: str, container_id: str, *command: str) -> int:
         return result.exit_code
 
     return asyncio.run(run())
+
+
+def _remove_cgroup_root_if_empty(root: str) -> None:
+    """A stopped kubelet's tree goes at once when no pod outlived it (none was adopted)."""
+    if root not in _CGROUP_ROOTS:
+        return
+    cgroups = CgroupManager()
+    name = parse_cgroupfs_name(root)
+    with contextlib.suppress(CgroupError, OSError):
+        if not cgroups.pids(name):
+            cgroups.destroy(name)
+            _CGROUP_ROOTS.discard(root)
+
+
+@atexit.register
+def _remove_cgroup_roots() -> None:
+    """Whatever a test left (pods that outlived their kubelet) goes with the test process."""
+    for root in sorted(_CGROUP_ROOTS):
+        with contextlib.suppress(CgroupError, OSError):
+            CgroupManager().destroy(parse_cgroupfs_name(root))
+    _CGROUP_ROOTS.clear()
 
 
 def remove_everything(endpoint: str) -> None:
