@@ -9,6 +9,7 @@ must print back the way Go prints them (``2m0s``, ``4h0m0s``, ``100ms``).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -230,6 +231,12 @@ class ThresholdValue:
         if self.quantity is not None:
             return str(self.quantity)
         return f"{self.percentage:g}%"
+
+    def amount(self, capacity: int) -> int:
+        """The absolute amount: the quantity, or the percentage of ``capacity`` (rounded down)."""
+        if self.quantity is not None:
+            return math.ceil(self.quantity.value)
+        return int(capacity * Fraction(str(self.percentage or 0)) / 100)
 
 
 @dataclass(frozen=True)
