@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from pykubelet.api.yamlsafe import render
 from pykubelet.cmd.options import (
     ConfigurationError,
     KubeletServer,
@@ -31,10 +32,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = parse_command_line(args)
     except ConfigurationError as err:
-        for message in err.errors:
-            print(f"pykubelet: {message}", file=sys.stderr)
-        print(f"pykubelet: {len(err.errors)} configuration error(s); nothing was started",
-              file=sys.stderr)
+        _report_configuration_errors(err.errors)
+        return 1
+    except Exception as err:  # whatever a config file holds, exit 1 with a message, no traceback
+        _report_configuration_errors([f"unexpected failure loading the configuration (a "
+                                      f"pykubelet bug): {render(repr(err), 500)}"])
         return 1
 
     klog.setup(server.flags.v)
@@ -42,6 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_run(server))
     except KeyboardInterrupt:
         return 0
+
+
+def _report_configuration_errors(errors: list[str]) -> None:
+    for message in errors:
+        print(f"pykubelet: {message}", file=sys.stderr)
+    print(f"pykubelet: {len(errors)} configuration error(s); nothing was started",
+          file=sys.stderr)
 
 
 async def _run(server: KubeletServer) -> int:
