@@ -7,10 +7,11 @@ operator which field is wrong. Every error names its field path the way the
 API server does (``spec.containers[1].name: Duplicate value: "app"``), so the
 messages read the same as ``kubectl apply`` errors.
 
-``validate_pod_json`` checks the raw JSON shape (types and required fields)
-before the dictionary becomes a ``V1Pod``; ``validate_pod`` checks the
-semantics of a decoded, defaulted pod, comparing limits with requests as
-exact quantities (``pykubelet.api.quantity``).
+``decode_pod`` builds a ``V1Pod`` from untrusted JSON (what a manifest file or
+URL holds) and names every type and range error, as upstream's typed decoding
+would (``validate_pod_json`` returns just those errors); ``validate_pod``
+checks the semantics of a decoded, defaulted pod, comparing limits with
+requests as exact quantities (``pykubelet.api.quantity``).
 """
 
 from __future__ import annotations
@@ -242,14 +243,22 @@ def _zero(type_name: str) -> Any:
         return zeros[type_name]
     if type_name.startswith("list["):
         return []
-    if type_name.startswith("dict(") or getattr(k8s_models, type_name, None) is not None:
+    if type_name.startswith("dict(") or _model_class(type_name) is not None:
         return {}
     return None
 
 
-def _timestamp(text: str) -> str | None:
-    """``text`` as an RFC 3339 time in canonical UTC form, or None if it is not one (or the
-    instant is outside the years 1 to 9999)."""
+@functools.cache
+def _model_class(type_name: str) -> Any:
+    """The generated model a type name denotes, or None for a primitive or ``object``."""
+    if type_name in ("str", "int", "float", "bool", "object", "datetime", "date"):
+        return None
+    return getattr(k8s_models, type_name, None)
+
+
+def _timestamp(text: str) -> datetime.datetime | None:
+    """``text`` as an RFC 3339 time in UTC, or None if it is not one (or the instant is
+    outside the years 1 to 9999)."""
     match = _RFC3339.fullmatch(text)
     if match is None:
         return None
@@ -257,23 +266,21 @@ def _timestamp(text: str) -> str | None:
     try:
         offset = datetime.timedelta(hours=int(off_h or 0), minutes=int(off_m or 0))
         zone = datetime.timezone(-offset if sign == "-" else offset) if not zulu else datetime.UTC
-        when = datetime.datetime(int(year), int(month), int(day), int(hour), int(minute),
+        return datetime.datetime(int(year), int(month), int(day), int(hour), int(minute),
                                  int(second), int((fraction or "0")[:6].ljust(6, "0")),
                                  tzinfo=zone).astimezone(datetime.UTC)
     except (ValueError, OverflowError):
         return None
-    return when.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
-def _valid_date(text: str) -> bool:
+def _date(text: str) -> datetime.date | None:
     match = _DATE.fullmatch(text)
     if match is None:
-        return False
+        return None
     try:
-        datetime.date(*(int(part) for part in match.groups()))
+        return datetime.date(*(int(part) for part in match.groups()))
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def _scalar(data: Any, type_name: str, path: str, problems: _Problems, owner: tuple[str, str]
@@ -300,14 +307,15 @@ def _scalar(data: Any, type_name: str, path: str, problems: _Problems, owner: tu
             return data
         problems.add(invalid(path, _brief(data), "expected a boolean"))
     elif type_name == "datetime":
-        canonical = _timestamp(data) if isinstance(data, str) else None
-        if canonical is not None:
-            return canonical
+        when = _timestamp(data) if isinstance(data, str) else None
+        if when is not None:
+            return when
         problems.add(invalid(path, _brief(data), "expected an RFC 3339 time string "
                              "(e.g. 2006-01-02T15:04:05Z) between the years 1 and 9999"))
     elif type_name == "date":
-        if isinstance(data, str) and _valid_date(data):
-            return data
+        day = _date(data) if isinstance(data, str) else None
+        if day is not None:
+            return day
         problems.add(invalid(path, _brief(data), "expected a date (e.g. 2006-01-02)"))
     elif owner in _INT_OR_STRING_FIELDS:
         if isinstance(data, str) or (isinstance(data, int) and not isinstance(data, bool)
@@ -319,8 +327,8 @@ def _scalar(data: Any, type_name: str, path: str, problems: _Problems, owner: tu
     return None
 
 
-def _normalised(data: Any, type_name: str, path: str, problems: _Problems,
-                owner: tuple[str, str]) -> Any:
+def _value(data: Any, type_name: str, path: str, problems: _Problems,
+           owner: tuple[str, str]) -> Any:
     if data is None:
         return None
     if type_name.startswith("list["):
@@ -328,8 +336,12 @@ def _normalised(data: Any, type_name: str, path: str, problems: _Problems,
             problems.add(invalid(path, _brief(data), "expected a list"))
             return None
         item_type = type_name[5:-1]
-        return [_normalised(_zero(item_type) if item is None else item, item_type,
-                            f"{path}[{index}]", problems, owner)
+        if item_type == "str":  # the common case (command, args), checked at C speed
+            texts = ["" if item is None else item for item in data]
+            if all(type(text) is str for text in texts):
+                return texts
+        return [_value(_zero(item_type) if item is None else item, item_type,
+                       f"{path}[{index}]", problems, owner)
                 for index, item in enumerate(data)]
     if type_name.startswith("dict("):
         if not isinstance(data, dict):
@@ -337,6 +349,10 @@ def _normalised(data: Any, type_name: str, path: str, problems: _Problems,
             return None
         value_type = type_name[len("dict(str, "):-1]
         quantity_map = path.rsplit(".", 1)[-1] in _QUANTITY_MAP_KEYS
+        if value_type == "str" and not quantity_map:  # labels, annotations, selectors
+            mapping = {key: "" if item is None else item for key, item in data.items()}
+            if all(type(key) is str and type(text) is str for key, text in mapping.items()):
+                return mapping
         result: dict[str, Any] = {}
         for key, item in data.items():
             item_path = index_path(path, key)
@@ -348,10 +364,10 @@ def _normalised(data: Any, type_name: str, path: str, problems: _Problems,
                 result[key] = _quantity_text(item, item_path, problems)
             else:
                 zero = _zero(value_type) if item is None else item
-                result[key] = _normalised(zero, value_type, item_path, problems, owner)
+                result[key] = _value(zero, value_type, item_path, problems, owner)
         return result
-    model = getattr(k8s_models, type_name, None)
-    if model is not None and type_name not in ("object", "datetime", "date"):
+    model = _model_class(type_name)
+    if model is not None:
         return _model(data, model, path, problems)
     return _scalar(data, type_name, path, problems, owner)
 
@@ -367,7 +383,7 @@ def _quantity_text(number: float | None, path: str, problems: _Problems) -> str 
     return str(number)
 
 
-def _model(data: Any, model: Any, path: str, problems: _Problems) -> dict[str, Any] | None:
+def _model(data: Any, model: Any, path: str, problems: _Problems) -> Any:
     if not isinstance(data, dict):
         problems.add(invalid(path, _brief(data), "expected an object"))
         return None
@@ -377,13 +393,16 @@ def _model(data: Any, model: Any, path: str, problems: _Problems) -> dict[str, A
         if data.get(attribute_map[required_attribute]) is None:
             problems.add(required(_join(path, attribute_map[required_attribute])))
     by_json_key = _attributes_by_json_key(model)
-    result: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for key, value in data.items():
         attribute = by_json_key.get(key) if isinstance(key, str) else None
         if attribute is not None:  # unknown fields are dropped, as in upstream's decoding
-            result[key] = _normalised(value, types[attribute], _join(path, key), problems,
-                                      (model.__name__, attribute))
-    return result
+            values[attribute] = _value(value, types[attribute], _join(path, key), problems,
+                                       (model.__name__, attribute))
+    try:
+        return model(**values)
+    except ValueError:  # a required field is missing, which is reported above
+        return None
 
 
 def _join(path: str, key: str) -> str:
@@ -406,23 +425,25 @@ def _brief(value: Any) -> Any:
     return value
 
 
-def normalise_pod_json(data: Any) -> tuple[dict[str, Any] | None, list[str]]:
-    """A pod's JSON with Go's decoding rules applied, and every type error by field.
+def decode_pod(data: Any) -> tuple[V1Pod | None, list[str]]:
+    """A ``V1Pod`` built from its JSON form by Go's decoding rules, and every error by field.
 
-    Unknown fields are dropped; a ``null`` list item or map value becomes its type's zero
-    value (``containers: [null]`` is a container without a name, as upstream decodes it);
-    integers must fit the int32 or int64 upstream declares; times must be RFC 3339 and are
-    rewritten in UTC; ``IntOrString`` ports must be one of the two. Only when the error
-    list is empty may the result be handed to ``pod_from_dict``.
+    Upstream decodes a manifest into typed Go structs, which is where type errors surface;
+    this does the same checks while building the model: unknown fields are dropped; a
+    ``null`` list item or map value becomes its type's zero value (``containers: [null]``
+    is a container without a name); integers must fit the int32 or int64 upstream declares;
+    times must be RFC 3339 within the years 1 to 9999 (and are held in UTC); ``IntOrString``
+    ports must be one or the other. The pod is usable only when the error list is empty.
     """
     problems = _Problems()
-    result = _model(data, V1Pod, "", problems)
-    return result, problems.result()
+    pod = _model(data, V1Pod, "", problems)
+    errors = problems.result()
+    return (pod if not errors else None), errors
 
 
 def validate_pod_json(data: Any) -> list[str]:
     """Type and required-field errors of a pod's JSON form, before it becomes a ``V1Pod``."""
-    return normalise_pod_json(data)[1]
+    return decode_pod(data)[1]
 
 
 # --- semantics of a decoded pod ------------------------------------------------------------------
@@ -718,10 +739,10 @@ def _probe_errors(probe: V1Probe, path: str, success_threshold_must_be_one: bool
 
 
 __all__ = [
+    "decode_pod",
     "dns1123_label_errors",
     "dns1123_subdomain_errors",
     "index_path",
-    "normalise_pod_json",
     "validate_pod",
     "validate_pod_json",
 ]

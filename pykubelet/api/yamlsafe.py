@@ -18,6 +18,9 @@ promises, so that everything downstream may assume JSON-shaped data:
 - nesting is at most ``MAX_DEPTH`` levels, counting what aliases insert: the
   rest of the kubelet (the API model codec, ``json``, validation) walks these
   values recursively and must stay far from Python's recursion limit;
+- a read produces at most ``MAX_NODES`` values, counting what aliases insert,
+  so that what follows (type checks, the API models, validation, hashing) has
+  bounded work whatever the input; this bound is pykubelet's own;
 - an alias to a collection that is still open (``&a [*a]``) is refused, and so
   is a document whose nodes come mostly from alias expansion, by go-yaml's
   rule ("document contains excessive aliasing"): expansion is counted, not
@@ -48,6 +51,10 @@ import yaml
 
 MAX_DOCUMENT_BYTES: Final = 10 * 1024 * 1024  # upstream's limit on a manifest URL's body
 MAX_DEPTH: Final = 100  # a pod or a KubeletConfiguration needs about 15
+# Nodes (scalars, keys and collections, counting alias expansions) in one read: enough for
+# a list of maxPods (110) large pods, and a bound on what any input costs the decoders that
+# follow (about a second and a half of CPU for the worst shapes).
+MAX_NODES: Final = 100_000
 
 # go-yaml's alias rule: once more than 100 of more than 1000 decoded nodes come from
 # alias expansion, the share of expanded nodes may be at most 99% up to 400,000 nodes,
@@ -74,6 +81,7 @@ _BOOLS: Final = {
     **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
     **dict.fromkeys(("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
 }
+_RESOLVABLE_FIRST: Final = frozenset("0123456789+-.~<nNtTfFyYoO")
 _INFINITIES: Final = frozenset(f"{sign}.{word}" for sign in ("", "+", "-")
                                for word in ("inf", "Inf", "INF"))
 _NANS: Final = frozenset({".nan", ".NaN", ".NAN"})
@@ -168,7 +176,9 @@ def _parse_float(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _plain_scalar(text: str, line: int) -> Any:
+def _plain_scalar(text: str, event: Any) -> Any:
+    if text[0] not in _RESOLVABLE_FIRST:
+        return text  # the common case: no null, boolean, number or merge key starts so
     if text in _NULLS:
         return None
     if text in _BOOLS:
@@ -176,7 +186,7 @@ def _plain_scalar(text: str, line: int) -> Any:
     if text == "<<":
         return _MERGE
     if text in _INFINITIES or text in _NANS:
-        raise DocumentError([f"line {line}: {text} has no JSON representation"])
+        raise DocumentError([f"line {_line(event)}: {text} has no JSON representation"])
     first = text[0]
     if not (first.isdigit() or first in "+-."):
         return text
@@ -226,7 +236,7 @@ def _refuse_tag(tag: str, line: int) -> Any:
                          f"only JSON-compatible YAML is accepted"])
 
 
-def _map_key(value: Any, line: int) -> str | _Merge:
+def _map_key(value: Any, event: Any) -> str | _Merge:
     if isinstance(value, str | _Merge):
         return value
     if isinstance(value, bool):
@@ -236,8 +246,8 @@ def _map_key(value: Any, line: int) -> str | _Merge:
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
     what = "null" if value is None else "a collection"
-    raise DocumentError([f"line {line}: a map key must be a string, number or boolean, "
-                         f"not {what}"])
+    raise DocumentError([f"line {_line(event)}: a map key must be a string, number or "
+                         f"boolean, not {what}"])
 
 
 # --- the event walk ---------------------------------------------------------------------------
@@ -246,21 +256,29 @@ def _map_key(value: Any, line: int) -> str | _Merge:
 class _Frame:
     """One open sequence or mapping."""
 
-    __slots__ = ("anchor", "container", "depth", "explicit", "key", "key_line", "merges",
-                 "size")
+    __slots__ = ("anchor", "container", "depth", "is_map", "key", "key_event", "merges",
+                 "start")
 
-    def __init__(self, container: list[Any] | dict[str, Any], anchor: str | None) -> None:
+    def __init__(self, container: list[Any] | dict[str, Any], anchor: str | None,
+                 start: int) -> None:
         self.container = container
+        self.is_map = isinstance(container, dict)
         self.anchor = anchor
-        self.size = 1  # nodes in this collection, counting alias expansions
+        self.start = start  # the node count when it opened: its size is the difference
         self.depth = 1  # collection levels, this one included
         self.key: Any = _NO_KEY
-        self.key_line = 0
+        self.key_event: Any = None
         self.merges: list[dict[str, Any]] = []
-        self.explicit: set[str] = set()
+
+
+def _line(event: Any) -> int:
+    mark = event.start_mark
+    return mark.line + 1 if mark is not None else 0
 
 
 class _Reader:
+    """Builds JSON values from parser events; one instance per call."""
+
     def __init__(self, strict: bool) -> None:
         self.strict = strict
         self.duplicates: list[str] = []
@@ -269,84 +287,102 @@ class _Reader:
         self.anchors: dict[str, tuple[Any, int, int]] = {}  # value, size, depth
         self.open_anchors: set[str] = set()
         self.root: Any = None
-        self.nodes = 0
-        self.aliased = 0
+        self.nodes = 0  # decoded nodes, alias expansions included
+        self.aliased = 0  # of which from alias expansions
 
     def read(self, text: str) -> None:
         loader = _Loader(text)
         try:
-            while loader.check_event():
-                self.event(loader.get_event())
+            check, get = loader.check_event, loader.get_event
+            scalar_event = yaml.ScalarEvent
+            while check():
+                event = get()
+                if type(event) is scalar_event:
+                    self.scalar(event)
+                else:
+                    self.structure(event)
         finally:
             loader.dispose()
 
-    def event(self, event: Any) -> None:
-        line = event.start_mark.line + 1 if event.start_mark is not None else 0
-        if isinstance(event, yaml.ScalarEvent):
-            self.scalar(event, line)
-        elif isinstance(event, yaml.AliasEvent):
-            self.alias(event.anchor or "", line)
+    def structure(self, event: Any) -> None:
+        if isinstance(event, yaml.AliasEvent):
+            self.alias(event)
         elif isinstance(event, yaml.SequenceStartEvent):
             if event.tag not in _SEQ_TAGS:
-                _refuse_tag(event.tag, line)
-            self.open(_Frame([], event.anchor), line)
+                _refuse_tag(event.tag, _line(event))
+            self.open(_Frame([], event.anchor, self.nodes), event)
         elif isinstance(event, yaml.MappingStartEvent):
             if event.tag not in _MAP_TAGS:
-                _refuse_tag(event.tag, line)
-            self.open(_Frame({}, event.anchor), line)
+                _refuse_tag(event.tag, _line(event))
+            self.open(_Frame({}, event.anchor, self.nodes), event)
         elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
-            self.close(line)
+            self.close(event)
         elif isinstance(event, yaml.DocumentStartEvent):
             self.anchors, self.root = {}, None
         elif isinstance(event, yaml.DocumentEndEvent):
             self.documents.append(self.root)
 
-    def count(self, nodes: int, aliased: bool, line: int) -> None:
+    def counted(self, nodes: int, event: Any) -> None:
         self.nodes += nodes
-        if aliased:
-            self.aliased += nodes
-        if (self.aliased > _ALIAS_MIN_ALIASED and self.nodes > _ALIAS_MIN_NODES
-                and self.aliased / self.nodes > allowed_alias_ratio(self.nodes)):
-            raise DocumentError([f"line {line}: document contains excessive aliasing"])
+        if self.nodes > MAX_NODES:
+            raise DocumentError([f"line {_line(event)}: document has more than {MAX_NODES} "
+                                 f"nodes (values, keys and collections, aliases expanded)"])
 
-    def scalar(self, event: Any, line: int) -> None:
+    def scalar(self, event: Any) -> None:
         text: str = event.value
         plain, untagged = event.implicit
         if plain:
-            value = _plain_scalar(text, line) if text else None
+            value = _plain_scalar(text, event) if text else None
         elif untagged or event.tag is None:
             value = text  # quoted and block scalars are strings
         else:
-            value = _tagged_scalar(event.tag, text, line)
-        if value is _MERGE and (not self.stack or self.stack[-1].key is not _NO_KEY
-                                or isinstance(self.stack[-1].container, list)):
+            value = _tagged_scalar(event.tag, text, _line(event))
+        stack = self.stack
+        if value is _MERGE and not (stack and stack[-1].is_map and stack[-1].key is _NO_KEY):
             value = text  # "<<" merges only as a mapping key
-        self.count(1, False, line)
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            self.counted(0, event)
         if event.anchor is not None:
             self.anchors[event.anchor] = (text if value is _MERGE else value, 1, 0)
-        self.add(value, 1, 0, line)
+        if stack:
+            frame = stack[-1]
+            if frame.is_map:
+                self.map_item(frame, value, event)
+            else:
+                frame.container.append(value)  # type: ignore[union-attr]
+        else:
+            self.root = value
 
-    def alias(self, anchor: str, line: int) -> None:
+    def alias(self, event: Any) -> None:
+        anchor = event.anchor or ""
         if anchor in self.open_anchors:
-            raise DocumentError([f"line {line}: alias *{anchor} refers to a collection that "
-                                 f"contains it (a recursive alias)"])
+            raise DocumentError([f"line {_line(event)}: alias *{anchor} refers to a collection "
+                                 f"that contains it (a recursive alias)"])
         if anchor not in self.anchors:
-            raise DocumentError([f"line {line}: unknown alias *{anchor}"])
+            raise DocumentError([f"line {_line(event)}: unknown alias *{anchor}"])
         value, size, depth = self.anchors[anchor]
         if len(self.stack) + depth > MAX_DEPTH:
-            raise DocumentError([f"line {line}: nesting deeper than {MAX_DEPTH} levels"])
-        self.count(size, True, line)
-        self.add(value, size, depth, line)
+            raise DocumentError([f"line {_line(event)}: nesting deeper than {MAX_DEPTH} "
+                                 f"levels"])
+        self.counted(size, event)
+        self.aliased += size
+        # Only expansion raises the aliased share, so this is the one place to check it.
+        if (self.aliased > _ALIAS_MIN_ALIASED and self.nodes > _ALIAS_MIN_NODES
+                and self.aliased / self.nodes > allowed_alias_ratio(self.nodes)):
+            raise DocumentError([f"line {_line(event)}: document contains excessive aliasing"])
+        self.add(value, depth, event)
 
-    def open(self, frame: _Frame, line: int) -> None:
+    def open(self, frame: _Frame, event: Any) -> None:
         if len(self.stack) >= MAX_DEPTH:
-            raise DocumentError([f"line {line}: nesting deeper than {MAX_DEPTH} levels"])
-        self.count(1, False, line)
+            raise DocumentError([f"line {_line(event)}: nesting deeper than {MAX_DEPTH} "
+                                 f"levels"])
+        self.counted(1, event)
         if frame.anchor is not None:
             self.open_anchors.add(frame.anchor)
         self.stack.append(frame)
 
-    def close(self, line: int) -> None:
+    def close(self, event: Any) -> None:
         frame = self.stack.pop()
         value: Any = frame.container
         if frame.merges:
@@ -354,44 +390,47 @@ class _Reader:
             for source in frame.merges:
                 for key, item in source.items():
                     merged.setdefault(key, item)
-            merged.update(value)
+            merged.update(value)  # keys written in the mapping win over merged ones
             value = merged
         if frame.anchor is not None:
             self.open_anchors.discard(frame.anchor)
-            self.anchors[frame.anchor] = (value, frame.size, frame.depth)
-        self.add(value, frame.size, frame.depth, line)
+            self.anchors[frame.anchor] = (value, self.nodes - frame.start, frame.depth)
+        self.add(value, frame.depth, event)
 
-    def add(self, value: Any, size: int, depth: int, line: int) -> None:
+    def add(self, value: Any, depth: int, event: Any) -> None:
+        """Place a collection (or an alias's value) of ``depth`` levels in its parent."""
         if not self.stack:
             self.root = value
             return
         frame = self.stack[-1]
-        frame.size += size
-        frame.depth = max(frame.depth, depth + 1)
-        container = frame.container
-        if isinstance(container, list):
-            container.append(value)
-            return
+        if depth >= frame.depth:
+            frame.depth = depth + 1
+        if frame.is_map:
+            self.map_item(frame, value, event)
+        else:
+            frame.container.append(value)  # type: ignore[union-attr]
+
+    def map_item(self, frame: _Frame, value: Any, event: Any) -> None:
         if frame.key is _NO_KEY:
-            frame.key, frame.key_line = _map_key(value, line), line
+            frame.key, frame.key_event = _map_key(value, event), event
             return
         key, frame.key = frame.key, _NO_KEY
-        if isinstance(key, _Merge):
-            frame.merges.extend(self.merge_sources(value, frame.key_line))
+        if key is _MERGE:
+            frame.merges.extend(_merge_sources(value, frame.key_event))
             return
-        if key in frame.explicit and self.strict:
+        container: dict[str, Any] = frame.container  # type: ignore[assignment]
+        if self.strict and key in container:
             self.duplicates.append(f"duplicate field {render(key, 200)} "
-                                   f"(line {frame.key_line})")
-        frame.explicit.add(key)
+                                   f"(line {_line(frame.key_event)})")
         container[key] = value
 
-    @staticmethod
-    def merge_sources(value: Any, line: int) -> list[dict[str, Any]]:
-        sources = value if isinstance(value, list) else [value]
-        if not all(isinstance(source, dict) for source in sources):
-            raise DocumentError([f"line {line}: a merge key (<<) needs a mapping or a list of "
-                                 f"mappings"])
-        return list(sources)
+
+def _merge_sources(value: Any, event: Any) -> list[dict[str, Any]]:
+    sources = value if isinstance(value, list) else [value]
+    if not all(isinstance(source, dict) for source in sources):
+        raise DocumentError([f"line {_line(event)}: a merge key (<<) needs a mapping or a "
+                             f"list of mappings"])
+    return list(sources)
 
 
 def load_documents(data: bytes | str, *, strict: bool = False) -> list[Any]:
@@ -530,6 +569,7 @@ def describe(value: Any, limit: int = 40) -> str:
 __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
+    "MAX_NODES",
     "DocumentError",
     "allowed_alias_ratio",
     "decode_text",

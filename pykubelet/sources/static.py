@@ -14,8 +14,8 @@ defaults and validation. The bytes come from outside the kubelet, so the
 contract is strict: whatever they hold, the result is validated pods or a
 ``ManifestError`` naming the file or URL and the field (or line) at fault.
 The document reader (``pykubelet.api.yamlsafe``) bounds size, nesting and
-alias expansion; ``normalise_pod_json`` checks every type and number range
-before the API model is built.
+alias expansion; ``decode_pod`` checks every type and number range while it
+builds the API model.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from kubernetes_asyncio.client.models import (
     V1Toleration,
 )
 
-from pykubelet.api import pod_from_dict, to_dict, yamlsafe
+from pykubelet.api import to_dict, yamlsafe
 from pykubelet.api.defaults import apply_pod_defaults
-from pykubelet.api.validation import normalise_pod_json, validate_pod
+from pykubelet.api.validation import decode_pod, validate_pod
 from pykubelet.api.yamlsafe import render
 from pykubelet.sources.podupdate import (
     CONFIG_FIRST_SEEN_ANNOTATION_KEY,
@@ -157,13 +157,9 @@ def _field_errors(location: str, what: str, errors: list[str]) -> ManifestError:
 def _decode_pod_object(obj: Any, *, node_name: str, source: str, location: str,
                        item: str = "") -> V1Pod:
     what = f"{item}: invalid pod" if item else "invalid pod"
-    data, errors = normalise_pod_json(obj)
-    if errors or data is None:
+    pod, errors = decode_pod(obj)
+    if pod is None:
         raise _field_errors(location, what, errors)
-    try:
-        pod = pod_from_dict(data)
-    except (ValueError, TypeError) as err:  # the checks above should leave nothing to fail
-        raise ManifestError(location, f"{what}: {render(str(err), 200)}") from err
     apply_static_identity(pod, node_name=node_name, source=source, location=location)
     apply_pod_defaults(pod)
     errors = validate_pod(pod)
