@@ -244,3 +244,22 @@ def pod_list_of(pods: list[dict[str, Any]]) -> dict[str, Any]:
 
 BASE_POD_LIST = pod_list_of([BASE_POD, {**copy.deepcopy(BASE_POD),
                                         "metadata": {"name": "second"}}])
+
+
+def heavy_manifest(name: str, image: str = "busybox:1.36") -> str:
+    """A valid pod near the document reader's node limit: the most decoding work allowed."""
+    args = ", ".join(f"a{i}" for i in range(90_000))
+    return (f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n"
+            f"  - name: main\n    image: {image}\n    args: [{args}]\n")
+
+
+def hostile_manifests() -> dict[str, bytes]:
+    """Manifest files of each hostile class, by file name (none of them is a usable pod)."""
+    return {
+        "fanout.yaml": (b"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nx: "
+                        + alias_fanout(9, 10).encode() + b"\n"),
+        "deep.yaml": b"apiVersion: v1\nkind: Pod\nspec: " + b"[" * 100_000 + b"\n",
+        "binary.yaml": bytes(range(256)) * 64,
+        "huge.yaml": b"# " + b"x" * (11 * 1024 * 1024) + b"\n",
+        "heavy-but-bad.yaml": heavy_manifest("heavy").replace("a0,", "1,").encode(),
+    }
