@@ -173,8 +173,14 @@ def _kind_of(obj: Any, location: str, expected: str) -> tuple[str, str]:
         raise ManifestError(location, f"expected {expected} object, found "
                                       f"{yamlsafe.json_type(obj)}")
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    return (api_version if isinstance(api_version, str) else render(api_version or ""),
-            kind if isinstance(kind, str) else render(kind or ""))
+    return _text_of(api_version), _text_of(kind)
+
+
+def _text_of(value: Any) -> str:
+    """A type-meta field as text: a string as is, anything else as it would print."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return render(value)
 
 
 def decode_static_pod(data: bytes | str, *, node_name: str, source: str,
