@@ -12,6 +12,7 @@ as upstream does: the next kubelet adopts them.
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -46,9 +47,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
+_MESSAGE_MAX = 2000
+
+
+def _one_line(message: str) -> str:
+    """A message as one printable line: values from a config file may hold line breaks and
+    control characters, which are escaped; an absurdly long one is cut."""
+    if len(message) > _MESSAGE_MAX:
+        message = message[:_MESSAGE_MAX] + "..."
+    if message.isprintable():
+        return message
+    return _UNPRINTABLE.sub(lambda m: m[0] if m[0].isprintable()
+                            else m[0].encode("unicode_escape").decode("ascii"), message)
+
+
 def _report_configuration_errors(errors: list[str]) -> None:
     for message in errors:
-        print(f"pykubelet: {message}", file=sys.stderr)
+        print(f"pykubelet: {_one_line(message)}", file=sys.stderr)
     print(f"pykubelet: {len(errors)} configuration error(s); nothing was started",
           file=sys.stderr)
 
