@@ -53,9 +53,11 @@ _MESSAGE_MAX = 2000
 
 def _one_line(message: str) -> str:
     """A message as one printable line: values from a config file may hold line breaks and
-    control characters, which are escaped; an absurdly long one is cut."""
+    control characters, which are escaped; an absurdly long value is cut in the middle,
+    keeping the field named at the start and the reason at the end."""
     if len(message) > _MESSAGE_MAX:
-        message = message[:_MESSAGE_MAX] + "..."
+        half = _MESSAGE_MAX // 2
+        message = f"{message[:half]}...{message[-half:]}"
     if message.isprintable():
         return message
     return _UNPRINTABLE.sub(lambda m: m[0] if m[0].isprintable()

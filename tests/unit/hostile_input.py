@@ -203,9 +203,9 @@ def broken_documents(draw: st.DrawFn, base: dict[str, Any],
     fragments: list[str] = []
     for _ in range(draw(st.integers(1, 4))):
         action = draw(st.integers(0, 5))
-        if action == 5 and field_paths:
+        if action == 5 and field_paths and isinstance(document, dict):
             path: tuple[Any, ...] = draw(st.sampled_from(field_paths))
-            _ensure(document, path, draw(st.sampled_from(HOSTILE_VALUES)))
+            _ensure(document, path, copy.deepcopy(draw(st.sampled_from(HOSTILE_VALUES))))
             continue
         paths = _paths(document)
         path = draw(st.sampled_from(paths))
