@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import stat
 
@@ -24,6 +25,7 @@ import watchfiles
 from kubernetes_asyncio.client.models import V1Pod
 
 from pykubelet.api.kubetypes import FILE_SOURCE, PodOperation, PodUpdate
+from pykubelet.api.yamlsafe import MAX_DOCUMENT_BYTES
 from pykubelet.sources.static import ManifestError, decode_static_pod
 from pykubelet.util import klog
 
@@ -48,6 +50,9 @@ class StaticPodFileSource:
         self._updates = updates
         self._check_frequency = check_frequency
         self._pods_by_file: dict[str, V1Pod] = {}
+        # Manifests that failed to decode: content digest and error, until the content changes.
+        self._failed: dict[str, tuple[bytes, str]] = {}
+        self._reading = asyncio.Lock()
         self._stop = asyncio.Event()
 
     @property
@@ -66,35 +71,46 @@ class StaticPodFileSource:
         self._stop.set()
 
     # --- reading ---------------------------------------------------------------------------------
+    # Reading and decoding run in a worker thread: a large or hostile manifest must not hold up
+    # the event loop (probes, status, the sync loop). One read at a time, under the lock, so a
+    # slow re-read cannot overwrite the result of a change seen after it started.
 
-    def list_config(self) -> None:
+    async def list_config(self) -> None:
         """Re-read the whole path and send its pods (an empty ``SET`` if it does not exist)."""
+        async with self._reading:
+            pods = await asyncio.to_thread(self._read_path)
+            if pods is not None:
+                self._pods_by_file = pods
+                self._send()
+
+    def _read_path(self) -> dict[str, V1Pod] | None:
+        """The path's pods by file; None when the path cannot be read (nothing is sent)."""
         try:
             info = os.stat(self._path)
         except FileNotFoundError:
-            self._pods_by_file = {}
-            self._send()
             klog.error("Unable to read config path", "path does not exist, ignoring",
                        path=self._path)
-            return
+            self._failed.clear()
+            return {}
         except OSError as err:
             klog.error("Unable to read config path", err, path=self._path)
-            return
+            return None
         if stat.S_ISDIR(info.st_mode):
             pods: dict[str, V1Pod] = {}
-            for entry in self._directory_entries():
+            entries = self._directory_entries()
+            for gone in set(self._failed) - set(entries):
+                del self._failed[gone]
+            for entry in entries:
                 pod = self._read_entry(entry, log_skipped=True)
                 if pod is not None:
                     pods[entry] = pod
-            self._pods_by_file = pods
-        elif stat.S_ISREG(info.st_mode):
+            return pods
+        if stat.S_ISREG(info.st_mode):
             pod = self._read_manifest(self._path)
-            self._pods_by_file = {self._path: pod} if pod is not None else {}
-        else:
-            klog.error("Unable to read config path", "path is not a directory or file",
-                       path=self._path)
-            return
-        self._send()
+            return {self._path: pod} if pod is not None else {}
+        klog.error("Unable to read config path", "path is not a directory or file",
+                   path=self._path)
+        return None
 
     def _directory_entries(self) -> list[str]:
         try:
@@ -126,16 +142,31 @@ class StaticPodFileSource:
         klog.v(3).info("Reading manifest file", path=path)
         try:
             with open(path, "rb") as manifest:
-                data = manifest.read()
-            return decode_static_pod(data, node_name=self._node_name, source=FILE_SOURCE,
-                                     location=path)
-        except (OSError, ManifestError) as err:
+                # One byte over the limit is enough for the reader to refuse the file.
+                data = manifest.read(MAX_DOCUMENT_BYTES + 1)
+        except OSError as err:
+            klog.error("Can't process manifest file", err, path=path)
+            return None
+        digest = hashlib.sha256(data).digest()
+        failed = self._failed.get(path)
+        if failed is not None and failed[0] == digest:
+            # Unchanged since it last failed: the same error, without decoding it again.
+            klog.error("Can't process manifest file", failed[1], path=path)
+            return None
+        try:
+            pod = decode_static_pod(data, node_name=self._node_name, source=FILE_SOURCE,
+                                    location=path)
+        except ManifestError as err:
+            self._failed[path] = (digest, str(err))
             klog.error("Can't process manifest file", err, path=path)
             return None
         except Exception as err:  # a manifest that trips a decoder bug must not stop the source
-            klog.error("Can't process manifest file", f"unexpected decoding failure: {err!r}",
-                       path=path)
+            reason = f"unexpected decoding failure: {err!r}"
+            self._failed[path] = (digest, reason)
+            klog.error("Can't process manifest file", reason, path=path)
             return None
+        self._failed.pop(path, None)
+        return pod
 
     def _send(self) -> None:
         pods = [self._pods_by_file[path] for path in sorted(self._pods_by_file)]
@@ -145,7 +176,7 @@ class StaticPodFileSource:
 
     async def _relist_periodically(self) -> None:
         while not self._stop.is_set():
-            self.list_config()
+            await self.list_config()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self._check_frequency)
 
@@ -183,7 +214,7 @@ class StaticPodFileSource:
                                          stop_event=self._stop, debounce=1600, step=50)
         if relist:
             # Whatever happened while there was no watch is picked up now, not at the next tick.
-            self.list_config()
+            await self.list_config()
         async for changes in changes_iter:
             changed = {path for _, path in changes}
             if root in changed and not os.path.isdir(root):
@@ -195,18 +226,21 @@ class StaticPodFileSource:
             else:
                 relevant = {p for p in changed if p == self._path}
             if relevant:
-                self._apply_changes(relevant)
+                await self._apply_changes(relevant)
             if watched_dir != os.path.isdir(self._path):
                 return
 
-    def _apply_changes(self, paths: set[str]) -> None:
-        for path in sorted(paths):
-            pod = self._read_entry(path, log_skipped=False)
-            if pod is None:
-                self._pods_by_file.pop(path, None)
-            else:
-                self._pods_by_file[path] = pod
-        self._send()
+    async def _apply_changes(self, paths: set[str]) -> None:
+        async with self._reading:
+            read = await asyncio.to_thread(
+                lambda: {path: self._read_entry(path, log_skipped=False)
+                         for path in sorted(paths)})
+            for path, pod in read.items():
+                if pod is None:
+                    self._pods_by_file.pop(path, None)
+                else:
+                    self._pods_by_file[path] = pod
+            self._send()
 
     def _forget_all(self) -> None:
         if self._pods_by_file:
