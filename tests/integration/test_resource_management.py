@@ -179,7 +179,12 @@ def run_pykubelet(tmp_path: Path, config: dict[str, Any], endpoint: str
     path.write_text(yaml.safe_dump({"apiVersion": "kubelet.config.k8s.io/v1beta1",
                                     "kind": "KubeletConfiguration", "readOnlyPort": 0,
                                     "healthzPort": 0, "containerRuntimeEndpoint": endpoint,
-                                    "podLogsDir": str(tmp_path / "logs"), **config}))
+                                    "podLogsDir": str(tmp_path / "logs"),
+                                    # Standalone: a config file defaults to webhook authn/authz,
+                                    # which needs a kubeconfig this test does not give.
+                                    "authentication": {"webhook": {"enabled": False},
+                                                       "anonymous": {"enabled": True}},
+                                    "authorization": {"mode": "AlwaysAllow"}, **config}))
     return subprocess.run(
         [sys.executable, "-m", "pykubelet", "--config", str(path), "--root-dir",
          str(tmp_path / "root")], capture_output=True, text=True, timeout=60, check=False,
