@@ -9,6 +9,7 @@ and Prometheus use. Strangers are turned away.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import ssl
 import struct
@@ -317,6 +318,42 @@ async def test_port_forward_reaches_httpd_over_websocket(
             received[message.data[0]] += message.data[1:]
     assert received[0].startswith(b"HTTP/1.") and b" 200 OK" in received[0], received
     assert b"hello-from-httpd" in received[0]
+
+
+async def test_port_forward_over_base64_websocket_with_two_ports(
+        node: Node, session: aiohttp.ClientSession) -> None:
+    """``v4.base64.channel.k8s.io`` (text frames: channel digit, then base64), two ports:
+    channels 0/1 carry 8080's data and errors, 2/3 those of 8081, where nothing listens."""
+    received: dict[str, bytes] = {}
+    async with session.ws_connect(
+            node.url + f"/portForward/default/{HTTPD}?port=8080&port=8081",
+            protocols=["v4.base64.channel.k8s.io"], ssl=node.ssl(node.admin)) as ws:
+        assert ws.protocol == "v4.base64.channel.k8s.io"
+        hellos = {}
+        for _ in range(4):
+            message = await asyncio.wait_for(ws.receive(), 10)
+            assert message.type == aiohttp.WSMsgType.TEXT, message
+            hellos[message.data[0]] = struct.unpack("<H", base64.b64decode(message.data[1:]))[0]
+        assert hellos == {"0": 8080, "1": 8080, "2": 8081, "3": 8081}
+        await ws.send_str("0" + base64.b64encode(b"GET /index.html HTTP/1.0\r\n\r\n").decode())
+        deadline = time.monotonic() + 10
+        while (b"hello-from-httpd" not in received.get("0", b"") or "3" not in received) \
+                and time.monotonic() < deadline:
+            message = await asyncio.wait_for(ws.receive(), 10)
+            if message.type != aiohttp.WSMsgType.TEXT:
+                break
+            channel = message.data[0]
+            received[channel] = received.get(channel, b"") + base64.b64decode(message.data[1:])
+    assert b" 200 OK" in received["0"] and b"hello-from-httpd" in received["0"], received
+    assert received["3"].startswith(b"error forwarding port 8081 to pod"), received
+
+
+async def test_port_forward_over_websocket_needs_a_port(node: Node,
+                                                        session: aiohttp.ClientSession) -> None:
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await session.ws_connect(node.url + f"/portForward/default/{HTTPD}",
+                                 protocols=["v4.channel.k8s.io"], ssl=node.ssl(node.admin))
+    assert refused.value.status == 400
 
 
 async def test_stats_summary_holds_real_figures(node: Node,
