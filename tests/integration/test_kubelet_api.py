@@ -13,6 +13,8 @@ import base64
 import json
 import ssl
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -455,3 +457,25 @@ async def test_read_only_port_serves_only_the_unauthenticated_subset(
                 405, "Debug endpoints are disabled.\n"), path
     async with session.get(base + "/configz") as response:
         assert response.status == 404
+
+
+def test_server_tls_bootstrap_without_an_api_server_is_a_clear_error(
+        testbed: Testbed, tmp_path: Path) -> None:
+    """No API server to issue the serving certificate: the kubelet says so and exits 1."""
+    kubelet = KubeletProcess(tmp_path, testbed.endpoint, extra_config={"serverTLSBootstrap": True})
+    log = open(kubelet.log_file, "ab")  # noqa: SIM115 - handed to the child process
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pykubelet", "--config", str(kubelet.config_path),
+         "--root-dir", str(kubelet.root), "--cert-dir", str(kubelet.cert_dir)],
+        stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    try:
+        assert process.wait(60) == 1
+    finally:
+        # It never gets as far as running pods: nothing to remove from the runtime.
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "starting the kubelet server: serverTLSBootstrap needs an API server" in (
+        kubelet.log_text()), kubelet.log_text()[-2000:]
+    assert not (kubelet.cert_dir / "kubelet.crt").exists()
