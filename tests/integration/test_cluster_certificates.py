@@ -220,6 +220,11 @@ def test_serving_certificate_through_a_csr_then_rotated_without_restart(
         assert kubelet.process is not None and kubelet.process.poll() is None
         assert kubelet.process.pid == pid
         assert kubelet.forbidden_lines() == []
+
+        # A restart serves the stored pair at once, without asking again first.
+        kubelet.stop()
+        kubelet.start()
+        assert presented_certificate(kubelet.port).serial_number == rotated.serial_number
     finally:
         kubelet.stop()
         kubelet.delete_node()

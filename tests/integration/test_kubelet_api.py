@@ -55,7 +55,10 @@ UPSTREAM_METRIC_NAMES = [
     "kubelet_run_podsandbox_duration_seconds", "kubelet_http_requests_total",
     "kubelet_http_requests_duration_seconds", "kubelet_http_inflight_requests",
     "kubelet_certificate_manager_client_ttl_seconds",
-    "kubelet_certificate_manager_server_ttl_seconds", "rest_client_requests_total",
+    "kubelet_certificate_manager_server_ttl_seconds",
+    "kubelet_certificate_manager_server_rotation_seconds",
+    "kubelet_certificate_manager_client_expiration_renew_errors",
+    "kubelet_server_expiration_renew_errors", "rest_client_requests_total",
     "rest_client_request_duration_seconds", "process_cpu_seconds_total",
     "process_resident_memory_bytes", "process_start_time_seconds", "process_open_fds",
 ]
