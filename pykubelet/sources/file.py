@@ -2,9 +2,16 @@
 
 ``staticPodPath`` names a directory of manifests or a single manifest file.
 Operators (and kubeadm) drop control-plane pods there and expect the kubelet to
-react at once, so changes are watched with inotify (``watchfiles``); a full
-re-read every ``fileCheckFrequency`` catches whatever the watch missed (a path
-that appeared later, a symlink whose target changed).
+react at once, so changes are watched with inotify (``inotify_simple`` on the
+event loop: each batch of events is handled when it arrives, with no polling
+step and no wake-up while nothing changes); a full re-read every
+``fileCheckFrequency`` catches whatever the watch missed (a path that appeared
+later, a symlink whose target changed).
+
+A manifest that reads well is applied at once, as upstream does on each
+inotify event. One that does not may still be being written (``echo > pod.yaml``
+truncates first): it is read again after ``UNREADABLE_SETTLE_SECONDS`` unless
+more events come for it, and only then logged and dropped.
 
 Every change sends one ``SET`` update carrying all currently valid pods of the
 path. A manifest that cannot be used is logged with its file name and reason
@@ -20,7 +27,7 @@ import contextlib
 import os
 import stat
 
-import watchfiles
+from inotify_simple import INotify, flags
 from kubernetes_asyncio.client.models import V1Pod
 
 from pykubelet.api.kubetypes import FILE_SOURCE, PodOperation, PodUpdate
@@ -31,6 +38,12 @@ from pykubelet.util import klog
 # doubling per consecutive failure up to the maximum (upstream's retry back-off).
 WATCH_RETRY_PERIOD = 1.0
 WATCH_MAX_RETRY_PERIOD = 20.0
+# How long an unreadable manifest gets to be completed by its writer before it counts.
+UNREADABLE_SETTLE_SECONDS = 0.1
+# What is watched in the directory: upstream's fsnotify ops (create, write, chmod, remove,
+# rename), with close-after-write and the directory's own removal or move.
+WATCH_FLAGS = (flags.CREATE | flags.MODIFY | flags.CLOSE_WRITE | flags.ATTRIB | flags.DELETE
+               | flags.MOVED_FROM | flags.MOVED_TO | flags.DELETE_SELF | flags.MOVE_SELF)
 
 
 def is_ignored_name(path: str) -> bool:
@@ -104,7 +117,8 @@ class StaticPodFileSource:
             return []
         return sorted(os.path.join(self._path, n) for n in names if not is_ignored_name(n))
 
-    def _read_entry(self, path: str, *, log_skipped: bool) -> V1Pod | None:
+    def _read_entry(self, path: str, *, log_skipped: bool,
+                    log_errors: bool = True) -> V1Pod | None:
         try:
             info = os.stat(path)
         except FileNotFoundError:
@@ -113,7 +127,7 @@ class StaticPodFileSource:
             klog.error("Can't get metadata for manifest file", err, path=path)
             return None
         if stat.S_ISREG(info.st_mode):
-            return self._read_manifest(path)
+            return self._read_manifest(path, log_errors=log_errors)
         if log_skipped:
             if stat.S_ISDIR(info.st_mode):
                 klog.error("Not recursing into manifest path", path=path)
@@ -122,7 +136,7 @@ class StaticPodFileSource:
                            mode=stat.filemode(info.st_mode))
         return None
 
-    def _read_manifest(self, path: str) -> V1Pod | None:
+    def _read_manifest(self, path: str, *, log_errors: bool = True) -> V1Pod | None:
         klog.v(3).info("Reading manifest file", path=path)
         try:
             with open(path, "rb") as manifest:
@@ -130,11 +144,13 @@ class StaticPodFileSource:
             return decode_static_pod(data, node_name=self._node_name, source=FILE_SOURCE,
                                      location=path)
         except (OSError, ManifestError) as err:
-            klog.error("Can't process manifest file", err, path=path)
+            if log_errors:
+                klog.error("Can't process manifest file", err, path=path)
             return None
         except Exception as err:  # a manifest that trips a decoder bug must not stop the source
-            klog.error("Can't process manifest file", f"unexpected decoding failure: {err!r}",
-                       path=path)
+            if log_errors:
+                klog.error("Can't process manifest file",
+                           f"unexpected decoding failure: {err!r}", path=path)
             return None
 
     def _send(self) -> None:
@@ -179,34 +195,69 @@ class StaticPodFileSource:
         """Follow inotify events under ``root`` until stopped or the watched path goes away."""
         # A single file is watched through its directory so that editors which replace the
         # file (write a new one, rename it over) do not silently end the watch.
-        changes_iter = watchfiles.awatch(root, watch_filter=None, recursive=False,
-                                         stop_event=self._stop, debounce=1600, step=50)
-        if relist:
-            # Whatever happened while there was no watch is picked up now, not at the next tick.
-            self.list_config()
-        async for changes in changes_iter:
-            changed = {path for _, path in changes}
-            if root in changed and not os.path.isdir(root):
-                self._forget_all()
-                return
-            if watched_dir:
-                relevant = {p for p in changed
-                            if os.path.dirname(p) == root and not is_ignored_name(p)}
-            else:
-                relevant = {p for p in changed if p == self._path}
-            if relevant:
-                self._apply_changes(relevant)
-            if watched_dir != os.path.isdir(self._path):
-                return
+        loop = asyncio.get_running_loop()
+        with INotify() as inotify:
+            inotify.add_watch(root, WATCH_FLAGS)
+            readable = asyncio.Event()
+            loop.add_reader(inotify.fileno(), readable.set)
+            stopped = asyncio.ensure_future(self._stop.wait())
+            try:
+                if relist:
+                    # Whatever happened while there was no watch is picked up now.
+                    self.list_config()
+                # Unreadable manifests waiting for their writer to finish.
+                unsettled: set[str] = set()
+                while not self._stop.is_set():
+                    woken = asyncio.ensure_future(readable.wait())
+                    done, _ = await asyncio.wait(
+                        {woken, stopped}, return_when=asyncio.FIRST_COMPLETED,
+                        timeout=UNREADABLE_SETTLE_SECONDS if unsettled else None)
+                    if woken not in done:
+                        woken.cancel()
+                        if stopped in done:
+                            return
+                        unsettled = self._apply_changes(unsettled, final=True)
+                        continue
+                    readable.clear()
+                    changed: set[str] = set()
+                    for event in inotify.read(timeout=0):
+                        if event.mask & flags.Q_OVERFLOW:
+                            self.list_config()  # events were lost: read everything
+                        changed.add(os.path.join(root, event.name) if event.name else root)
+                    if root in changed and not os.path.isdir(root):
+                        self._forget_all()
+                        return
+                    if watched_dir:
+                        relevant = {p for p in changed
+                                    if os.path.dirname(p) == root and not is_ignored_name(p)}
+                    else:
+                        relevant = {p for p in changed if p == self._path}
+                    if relevant:
+                        unsettled = (unsettled - relevant) | self._apply_changes(relevant)
+                    if watched_dir != os.path.isdir(self._path):
+                        return
+            finally:
+                stopped.cancel()
+                loop.remove_reader(inotify.fileno())
 
-    def _apply_changes(self, paths: set[str]) -> None:
+    def _apply_changes(self, paths: set[str], *, final: bool = False) -> set[str]:
+        """Apply what ``paths`` now hold; the unreadable ones are returned, not applied, unless
+        ``final`` (then they are logged and their pods dropped)."""
+        unsettled: set[str] = set()
+        applied = False
         for path in sorted(paths):
-            pod = self._read_entry(path, log_skipped=False)
+            pod = self._read_entry(path, log_skipped=False, log_errors=final)
+            if pod is None and not final and os.path.isfile(path):
+                unsettled.add(path)
+                continue
+            applied = True
             if pod is None:
                 self._pods_by_file.pop(path, None)
             else:
                 self._pods_by_file[path] = pod
-        self._send()
+        if applied:
+            self._send()
+        return unsettled
 
     def _forget_all(self) -> None:
         if self._pods_by_file:
