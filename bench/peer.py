@@ -446,8 +446,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="pykubelet beside the upstream Go kubelet 1.20 and raw CRI calls.")
     parser.add_argument("--rounds", type=int, default=2,
                         help="rounds, each kubelet once per round, order alternating (default 2)")
-    parser.add_argument("--runs", type=int, default=10,
-                        help="single-pod runs per kubelet per round (default 10)")
+    parser.add_argument("--runs", type=int, default=8,
+                        help="single-pod runs per kubelet per round (default 8)")
     parser.add_argument("--pods", type=int, default=30,
                         help="pods written, then removed, at once (default 30)")
     parser.add_argument("--idle-pods", type=int, default=100,
