@@ -142,6 +142,36 @@ async def test_breaking_a_manifest_drops_its_pod_and_says_why(
                for r in logs.records)
 
 
+async def test_rewriting_a_manifest_in_place_never_drops_its_pod(
+        tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    # "echo ... > web.yaml" truncates first: the watch sees an empty, then a half-written
+    # file before the whole one. Those in-between states must not stop the pod.
+    path = tmp_path / "web.yaml"
+    path.write_text(manifest("web"))
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(path.parent), NODE, updates, check_frequency=60))
+    await next_update(updates, lambda u: names(u) == ["web-node-1"])
+    await asyncio.sleep(0.3)
+
+    text = manifest("web", image="busybox:1.37")
+    with open(path, "w") as rewritten:
+        rewritten.flush()
+        await asyncio.sleep(0.03)
+        rewritten.write(text[:len(text) // 2])
+        rewritten.flush()
+        await asyncio.sleep(0.03)
+        rewritten.write(text[len(text) // 2:])
+    seen: list[PodUpdate] = []
+    while not any(c.image == "busybox:1.37" for u in seen for p in u.pods
+                  for c in p.spec.containers):
+        seen.append(await asyncio.wait_for(updates.get(), 3))
+    await asyncio.sleep(0.3)
+    while not updates.empty():
+        seen.append(updates.get_nowait())
+    assert [names(u) for u in seen] == [["web-node-1"]] * len(seen)
+    assert not [r for r in logs.records if r.levelno == logging.ERROR]
+
+
 async def test_new_and_deleted_files(tmp_path: Path, running: Any) -> None:
     (tmp_path / "keep.yaml").write_text(manifest("keep"))
     updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
