@@ -215,6 +215,12 @@ class ContainerManager:
             total[resource] = total.get(resource, Fraction(0)) + value
         return total
 
+    def allocatable_reservation(self) -> dict[str, Fraction]:
+        """Upstream ``GetNodeAllocatableReservation`` in the API's units (cpu in cores): what
+        the node status and the standalone node leave out of capacity for allocatable."""
+        return {name: value / MILLI_CPU_PER_CPU if name == CPU else value
+                for name, value in self.node_allocatable_reservation().items()}
+
     def allocatable(self) -> dict[str, Fraction]:
         """What pods may use, as the node reports it (never negative)."""
         reservation = self.node_allocatable_reservation()

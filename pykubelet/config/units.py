@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
@@ -240,6 +241,10 @@ EVICTION_SIGNALS: Final = frozenset({
 })
 
 
+def _float32(value: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
 @dataclass(frozen=True)
 class ThresholdValue:
     """An eviction threshold amount: an absolute quantity or a percentage of capacity."""
@@ -253,10 +258,14 @@ class ThresholdValue:
         return f"{self.percentage:g}%"
 
     def amount(self, capacity: int) -> int:
-        """The absolute amount: the quantity, or the percentage of ``capacity`` (rounded down)."""
+        """The absolute amount: the quantity, or the percentage of ``capacity`` (rounded down).
+
+        Upstream keeps the fraction as a float32 and multiplies in float64, so
+        ``10%`` of 100 GiB is a few bytes over a tenth; node allocatable shows it.
+        """
         if self.quantity is not None:
             return math.ceil(self.quantity.value)
-        return int(capacity * Fraction(str(self.percentage or 0)) / 100)
+        return math.trunc(capacity * _float32(_float32(self.percentage or 0) / 100))
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ from pykubelet.events import WARNING
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import plugins_dir, pod_dir, pods_dir
 from pykubelet.kubelet.mirror_client import ApiMirrorClient, MirrorClient
-from pykubelet.kubelet.node_info import LocalNode, NodeView, machine_allocatable
-from pykubelet.kubelet.node_status import NodeParts, build_node_parts
+from pykubelet.kubelet.node_info import LocalNode, NodeView
+from pykubelet.kubelet.node_status import NodeParts, build_node_parts, read_node_resources
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
 from pykubelet.kubelet.resources import (
@@ -60,6 +60,7 @@ from pykubelet.lifecycle.admission import (
     SysctlAllowlist,
 )
 from pykubelet.lifecycle.handlers import HandlerRunner
+from pykubelet.nodestatus.resources import allocatable_status, pods_capacity
 from pykubelet.pleg import GenericPLEG
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
@@ -193,10 +194,15 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     runtime_state = RuntimeState()
     runtime_state.add_health_check("PLEG", pleg.healthy)
     pod_manager = PodManager()
+    # What the node has and what pods may use: the machine, less the container manager's
+    # reservation. The node status reports it; admission reads it before the Node exists.
+    machine, node_resources = await read_node_resources(
+        server, container_manager.allocatable_reservation)
+    pods_limit = pods_capacity(config.max_pods, config.pods_per_core, machine.num_cores)
     node_view = NodeView(LocalNode(
         node_name, hostname=flags.hostname_override or None, node_labels=flags.node_labels,
         taints=config.register_with_taints,
-        allocatable=lambda: machine_allocatable(config.max_pods, flags.root_dir)),
+        allocatable=lambda: allocatable_status(node_resources, pods_limit)),
         node_informer)
     # The status manager asks the pod workers (built below) whether a pod's
     # containers may still run before it reports a terminal phase.
@@ -239,7 +245,8 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     node = None
     if not deps.standalone:
         # The eviction manager's pressure shows as the node's conditions.
-        node = await build_node_parts(server, deps, node_name, runtime_state,
+        node = await build_node_parts(server, deps, node_name, runtime_state, machine,
+                                      node_resources,
                                       pressure=resources.eviction if resources else None,
                                       informer=node_informer)
     return Kubelet(
@@ -293,7 +300,7 @@ class Kubelet:
                  sync_loop_monitor: SyncLoopMonitor,
                  stats_provider: StatsProvider, node: NodeParts | None = None,
                  node_view: NodeView | None = None,
-                 admit_handlers: list[PodAdmitHandler] | None = None,
+                 admit_handlers: list[PodAdmitHandler],
                  mirror_client: MirrorClient | None = None,
                  resources: ResourceManagers | None = None) -> None:
         self.options = options
@@ -315,10 +322,8 @@ class Kubelet:
         self.server_host = KubeletServerHost(pod_manager, status_manager, runtime, self.get_pods)
         # Cluster mode: the Node cache, its status and its lease (None standalone).
         self.node = node
-        self.node_view = node_view or NodeView(LocalNode(options.node_name, allocatable=(
-            lambda: machine_allocatable(options.max_pods, options.root_dir))))
-        self.admit_handlers = (admit_handlers if admit_handlers is not None
-                               else [PredicateAdmitHandler(self.node_view.get_node_any_way)])
+        self.node_view = node_view
+        self.admit_handlers = admit_handlers
         self.mirror_client = mirror_client
         # Resource management: cgroups, eviction, garbage collection, log rotation.
         self.resources = resources
