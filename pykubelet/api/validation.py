@@ -9,7 +9,7 @@ messages read the same as ``kubectl apply`` errors.
 
 ``decode_pod`` builds a ``V1Pod`` from untrusted JSON (what a manifest file or
 URL holds) and names every type and range error, as upstream's typed decoding
-would (``validate_pod_json`` returns just those errors); ``validate_pod``
+would (a pod and its error list); ``validate_pod``
 checks the semantics of a decoded, defaulted pod, comparing limits with
 requests as exact quantities (``pykubelet.api.quantity``).
 """
@@ -441,11 +441,6 @@ def decode_pod(data: Any) -> tuple[V1Pod | None, list[str]]:
     return (pod if not errors else None), errors
 
 
-def validate_pod_json(data: Any) -> list[str]:
-    """Type and required-field errors of a pod's JSON form, before it becomes a ``V1Pod``."""
-    return decode_pod(data)[1]
-
-
 # --- semantics of a decoded pod ------------------------------------------------------------------
 
 def validate_pod(pod: V1Pod) -> list[str]:
@@ -744,5 +739,4 @@ __all__ = [
     "dns1123_subdomain_errors",
     "index_path",
     "validate_pod",
-    "validate_pod_json",
 ]
