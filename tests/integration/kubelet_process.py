@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -288,3 +288,16 @@ def remove_everything(endpoint: str) -> None:
         with contextlib.suppress(CgroupError):
             CgroupManager().destroy(parse_cgroupfs_name(root))
     _CGROUP_ROOTS.clear()
+
+
+@contextlib.contextmanager
+def running_kubelet(base: Path, endpoint: str,
+                    extra_config: dict[str, Any] | None = None) -> Iterator[KubeletProcess]:
+    """A started pykubelet; stopped, and every pod of the testbed removed, afterwards."""
+    process = KubeletProcess(base, endpoint, extra_config=extra_config)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        remove_everything(endpoint)

@@ -13,7 +13,6 @@ kubelet API serves it, and its renewal is served without a restart.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import socket
 import ssl
@@ -28,7 +27,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.controlplane import ControlPlane, ControlPlaneError, build_binaries
+from tests.controlplane import ControlPlane, running_control_plane
 from tests.integration.cluster import ClusterKubelet, parse_time, unique_node_name, wait_until
 from tests.integration.kubelet_process import remove_everything
 from tests.testbed import Testbed
@@ -40,18 +39,8 @@ SIGNING_DURATION = "7m"
 
 @pytest.fixture(scope="module")
 def short_lived_plane() -> Iterator[ControlPlane]:
-    build_binaries()
-    plane = ControlPlane.fresh(signing_duration=SIGNING_DURATION)
-    try:
-        plane.start()
-    except BaseException:
-        with contextlib.suppress(ControlPlaneError):
-            plane.stop()
-        raise
-    try:
+    with running_control_plane(signing_duration=SIGNING_DURATION) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 def current_certificate(kubelet: ClusterKubelet) -> x509.Certificate:

@@ -20,7 +20,7 @@ from pykubelet.cri.logfile import read_log_lines
 from tests.integration.kubelet_process import (
     KubeletProcess,
     busybox_pod,
-    remove_everything,
+    running_kubelet,
     runtime_view,
 )
 from tests.testbed import Testbed
@@ -47,16 +47,11 @@ def resources(requests: dict[str, str] | None = None,
 
 @pytest.fixture
 def node(testbed: Testbed, tmp_path: Path) -> Iterator[KubeletProcess]:
-    process = KubeletProcess(tmp_path, testbed.endpoint, extra_config={
-        "podPidsLimit": 100, "systemReserved": {"memory": "512Mi"},
-        "containerLogMaxSize": "64Ki", "containerLogMaxFiles": 3,
-        "containerLogMonitorInterval": "3s"})
-    process.start()
-    try:
+    with running_kubelet(tmp_path, testbed.endpoint, extra_config={
+            "podPidsLimit": 100, "systemReserved": {"memory": "512Mi"},
+            "containerLogMaxSize": "64Ki", "containerLogMaxFiles": 3,
+            "containerLogMonitorInterval": "3s"}) as process:
         yield process
-    finally:
-        process.stop()
-        remove_everything(testbed.endpoint)
 
 
 def read(controller: str, cgroup: str, name: str) -> str:
