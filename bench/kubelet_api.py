@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,21 +34,19 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.pod_startup import (  # noqa: E402
+from bench.harness import (  # noqa: E402
     KUBELET_ARGS,
     KUBELET_CONFIG,
     SLEEP_COMMAND,
     BenchmarkError,
-    check_alive,
-    cleanup,
-    interrupt_on_sigterm,
     percentile,
-    uninterruptible,
+    run_on_testbed,
+    wait_all_reported_running,
 )
 from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
 from tests.integration.kubelet_process import NODE_NAME, KubeletProcess, busybox_pod  # noqa: E402
 from tests.pki import ClientCert, TestCA  # noqa: E402
-from tests.testbed import Testbed, TestbedError  # noqa: E402
+from tests.testbed import Testbed  # noqa: E402
 
 LOG_LINE = "0123456789" * 9 + "abcdefghi"  # 99 characters and a newline
 READY_TIMEOUT_SECONDS = 600.0
@@ -108,21 +104,6 @@ class Client:
         self.ssl.load_cert_chain(str(cert.cert_file), str(cert.key_file))
 
 
-async def wait_running(kubelet: KubeletProcess, names: Sequence[str]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    wanted = {f"{name}-{NODE_NAME}" for name in names}
-    while True:
-        check_alive(kubelet)
-        pods = await asyncio.to_thread(kubelet.pods)
-        running = {p["metadata"]["name"] for p in pods
-                   if (p.get("status") or {}).get("phase") == "Running"}
-        if wanted <= running:
-            return
-        if time.monotonic() > deadline:
-            raise BenchmarkError(f"only {len(wanted & running)} of {len(wanted)} pods running")
-        await asyncio.sleep(1)
-
-
 async def log_path(runtime: RemoteRuntimeService, container_name: str) -> str:
     for container in await runtime.list_containers():
         if container.metadata.name == container_name:
@@ -137,7 +118,8 @@ async def measure_logs(kubelet: KubeletProcess, client: Client, runtime: RemoteR
     kubelet.write_pod(busybox_pod("logger", [{
         "name": "logger", "command": ["sh", "-c", f"yes {LOG_LINE} | head -c {total}; "
                                                   "sleep 3600"]}], image))
-    await wait_running(kubelet, ["logger"])
+    await wait_all_reported_running(kubelet, ["logger"], NODE_NAME, 1.0,
+                                    READY_TIMEOUT_SECONDS)
     path = await log_path(runtime, "logger")
     # The runtime adds a timestamp, stream and tag to each line: wait for all of it.
     previous = -1
@@ -214,7 +196,8 @@ async def measure_summary(kubelet: KubeletProcess, client: Client,
                                               image))
                 created.append(name)
             print(f"waiting for {count} pods ...", file=sys.stderr, flush=True)
-            await wait_running(kubelet, created)
+            await wait_all_reported_running(kubelet, created, NODE_NAME, 1.0,
+                                            READY_TIMEOUT_SECONDS)
             await asyncio.sleep(5)
             samples = results.summary_ms.setdefault(count, [])
             for _ in range(requests):
@@ -277,28 +260,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     results = Results()
-    work_dir = Path(tempfile.mkdtemp(prefix="pyk-bench-", dir="/tmp"))
-    testbed = Testbed.fresh()
-    kubelet_holder: list[KubeletProcess] = []
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    with interrupt_on_sigterm():
-        try:
-            print(f"starting containerd in {testbed.dir} ...", file=sys.stderr, flush=True)
-            with uninterruptible("starting containerd"):
-                testbed.build_images()
-                testbed.start()
-            asyncio.run(run_benchmark(testbed, work_dir, args, results, kubelet_holder))
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
-        except (BenchmarkError, TestbedError, AssertionError, OSError,
-                aiohttp.ClientError) as err:
-            print(f"benchmark failed: {err}", file=sys.stderr)
-            return 1
-        finally:
-            cleanup(testbed, work_dir, kubelet_holder)
-    print(render(results))
-    return 0
+
+    async def body(testbed: Testbed, work_dir: Path, kubelet_holder: list[KubeletProcess]) -> None:
+        await run_benchmark(testbed, work_dir, args, results, kubelet_holder)
+
+    status = run_on_testbed(body, errors=(aiohttp.ClientError,))
+    if status == 0:
+        print(render(results))
+    return status
 
 
 if __name__ == "__main__":

@@ -28,9 +28,7 @@ import contextlib
 import math
 import os
 import random
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -44,27 +42,24 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.pod_startup import (  # noqa: E402
+from bench.harness import (  # noqa: E402
     KUBELET_ARGS,
     KUBELET_CONFIG,
     RSS_SAMPLE_SECONDS,
     SLEEP_COMMAND,
     BenchmarkError,
     check_alive,
-    cleanup,
     client_log_lines,
-    client_logs_counted,
     cpu_seconds,
-    interrupt_on_sigterm,
     percentile,
     rss_kib,
-    uninterruptible,
+    run_on_testbed,
     verdict,
 )
 from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
 from pykubelet.prober.metrics import PROBE_DURATION_BUCKETS  # noqa: E402
 from tests.integration.kubelet_process import KubeletProcess  # noqa: E402
-from tests.testbed import Testbed, TestbedError  # noqa: E402
+from tests.testbed import Testbed  # noqa: E402
 
 CPU_PERCENT_TARGET = 15.0
 PROBE_PERIOD_SECONDS = 1.0
@@ -525,28 +520,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     results = Results(kind=args.probe, containers=args.containers, pods=args.pods)
-    work_dir = Path(tempfile.mkdtemp(prefix="pyk-bench-", dir="/tmp"))
-    testbed = Testbed.fresh()
-    kubelet_holder: list[KubeletProcess] = []
-    # A shell starting us in the background ignores SIGINT; Ctrl-C must still clean up.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    with interrupt_on_sigterm(), client_logs_counted(results.client_log):
-        try:
-            print(f"starting containerd in {testbed.dir} ...", file=sys.stderr, flush=True)
-            with uninterruptible("starting containerd"):
-                testbed.build_images()
-                testbed.start()
-            asyncio.run(run_benchmark(testbed, work_dir, args, results, kubelet_holder))
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
-        except (BenchmarkError, TestbedError, AssertionError, OSError) as err:
-            print(f"benchmark failed: {err}", file=sys.stderr)
-            return 1
-        finally:
-            cleanup(testbed, work_dir, kubelet_holder)
-    print(render(results))
-    return 0
+
+    async def body(testbed: Testbed, work_dir: Path, kubelet_holder: list[KubeletProcess]) -> None:
+        await run_benchmark(testbed, work_dir, args, results, kubelet_holder)
+
+    status = run_on_testbed(body, results.client_log)
+    if status == 0:
+        print(render(results))
+    return status
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run one benchmark of bench/ on the project venv: bash scripts/bench.sh NAME [ARGS...]
-# NAME is pod_startup or probes; ARGS go to the benchmark (see bench/README.md).
+# NAME is a benchmark of bench/ (pod_startup, probes, kubelet_api, peer); ARGS go to it
+# (see bench/README.md).
 # Needs root (containerd): as another user it runs itself again through sudo.
 # Installs what it needs first, as scripts/test.sh does.
 set -euo pipefail

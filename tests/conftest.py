@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.controlplane import ControlPlane, ControlPlaneError, build_binaries
+from tests.controlplane import ControlPlane, running_control_plane
 from tests.testbed import Testbed, TestbedError
 
 
@@ -45,15 +45,5 @@ def testbed() -> Iterator[Testbed]:
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
-    build_binaries()
-    plane = ControlPlane.fresh()
-    try:
-        plane.start()
-    except BaseException:
-        with contextlib.suppress(ControlPlaneError):
-            plane.stop()
-        raise
-    try:
+    with running_control_plane() as plane:
         yield plane
-    finally:
-        plane.stop()

@@ -14,11 +14,13 @@ The same build yields the upstream Go kubelet (v1.20), found with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +252,20 @@ class ControlPlane:
                 if tail:
                     message += f"\n--- {self.log_path(component)} (tail) ---\n{tail}"
         return message
+
+
+@contextlib.contextmanager
+def running_control_plane(signing_duration: str = "") -> Iterator[ControlPlane]:
+    """A fresh control plane, started (its binaries built first if need be), then removed."""
+    build_binaries()
+    plane = ControlPlane.fresh(signing_duration)
+    try:
+        plane.start()
+    except BaseException:
+        with contextlib.suppress(ControlPlaneError):
+            plane.stop()
+        raise
+    try:
+        yield plane
+    finally:
+        plane.stop()

@@ -9,6 +9,7 @@ camelCase JSON dictionaries that files, HTTP bodies and the API server use.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from typing import Any, TypeVar
 
@@ -32,8 +33,11 @@ def from_dict(data: Any, model: type[T]) -> T:
 def format_time(value: datetime.datetime) -> str:
     """RFC 3339 in UTC with a ``Z``, second precision, as the API server writes ``metav1.Time``."""
     if value.tzinfo is not None:
-        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+        with contextlib.suppress(OverflowError, ValueError):  # kept as written at year 1/9999
+            value = value.astimezone(datetime.UTC)
+        value = value.replace(tzinfo=None)
+    # isoformat, unlike strftime, always writes four year digits.
+    return value.replace(microsecond=0).isoformat() + "Z"
 
 
 def to_dict(obj: Any) -> Any:

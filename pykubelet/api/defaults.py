@@ -43,6 +43,7 @@ DEFAULT_IMAGE_TAG = "latest"
 # which then leaves the tag empty (and so the policy IfNotPresent).
 _PATH_COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+NAME_TOTAL_LENGTH_MAX = 255  # the docker reference parser refuses longer names
 
 
 def image_tag(image: str) -> str:
@@ -58,6 +59,8 @@ def image_tag(image: str) -> str:
         name, tag = name[:colon], name[colon + 1:]
         if not _TAG.match(tag):
             return ""
+    if len(name) > NAME_TOTAL_LENGTH_MAX:
+        return ""
     components = name.split("/")
     if len(components) > 1 and ("." in components[0] or ":" in components[0]
                                 or components[0] == "localhost"

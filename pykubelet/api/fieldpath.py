@@ -19,8 +19,6 @@ from kubernetes_asyncio.client import V1Container, V1Pod
 from pykubelet.api.qos import container_limits, container_requests
 from pykubelet.api.quantity import QuantityError, cpu_to_millis, memory_to_bytes, parse_quantity
 
-MILLI_CPU_PER_CPU = 1000
-
 
 class FieldPathError(ValueError):
     """The selector names a field or resource the kubelet cannot resolve."""

@@ -7,6 +7,15 @@ way upstream's ``Quantity.MilliValue()`` / ``Value()`` do. Going the other
 way, ``format_quantity`` writes a value in the canonical form the API server
 stores (``2``, ``1500m``, ``16331264Ki``), so that a node status the kubelet
 computes compares equal to the one it reads back.
+
+A quantity's text comes from manifests anyone may write, so its value is
+bounded the way upstream's ``resource.ParseQuantity`` bounds it, without ever
+computing a power the text asks for: an exponent must fit 32 bits (upstream's
+suffix type), a non-zero magnitude below one nano unit rounds up to ``1n``
+(upstream keeps nano precision, rounding away from zero), and a magnitude
+above 2^63-1 is capped there. Upstream caps binary-suffixed values only; no
+consumer of a quantity can use more than an int64, so pykubelet caps every
+format, which keeps ``1e9999999`` from costing anything.
 """
 
 from __future__ import annotations
@@ -14,44 +23,90 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
-from typing import Any
+from typing import Any, Final
 
-_BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL_SUFFIXES = {
-    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
-    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
-    "P": Fraction(10**15), "E": Fraction(10**18),
-}
-_QUANTITY = re.compile(
-    r"^(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?:(?P<exponent>[eE][+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?))$")
+_BINARY_POWERS: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL_EXPONENTS: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
+                             "P": 15, "E": 18}
+_QUANTITY: Final = re.compile(
+    r"(?P<sign>[+-]?)(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?"
+    r"(?:[eE](?P<exponent>[+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?))")
+_FORMAT_MESSAGE: Final = ("quantities must match the regular expression "
+                          "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+
+NANO: Final = 10**9
+MAX_MAGNITUDE: Final = 2**63 - 1  # upstream's cap (math.MaxInt64)
+_MAX_NANOS: Final = MAX_MAGNITUDE * NANO
+_INT32_DIGITS: Final = 10
+# Digits kept for exact arithmetic: a capped value has 19 integer digits, and nano precision
+# 9 more; digits beyond only decide whether to round up.
+_KEPT_DIGITS: Final = 40
 
 
 class QuantityError(ValueError):
     pass
 
 
+def _nanos(digits: str, exponent10: int, power2: int) -> int:
+    """``ceil(int(digits) * 10**exponent10 * 2**power2 * 1e9)``, capped at the maximum."""
+    digits = digits.lstrip("0")
+    trimmed = digits.rstrip("0")
+    exponent10 += len(digits) - len(trimmed)
+    if not trimmed:
+        return 0
+    rest = ""
+    if len(trimmed) > _KEPT_DIGITS:
+        trimmed, rest = trimmed[:_KEPT_DIGITS], trimmed[_KEPT_DIGITS:]
+        exponent10 += len(rest)
+    # Orders of magnitude of the value in nano units, give or take one, before any power.
+    magnitude = len(trimmed) + exponent10 + 9 + (power2 * 3 + 9) // 10
+    if magnitude > 30:  # at least 10**29 nano units: above the cap
+        return _MAX_NANOS
+    if magnitude < -1:  # less than one nano unit: rounds up to one
+        return 1
+    scale = exponent10 + 9
+    numerator = int(trimmed) * 2**power2 * 10 ** max(scale, 0)
+    denominator = 10 ** max(-scale, 0)
+    nanos = -(-numerator // denominator)
+    if rest and numerator % denominator == 0:
+        nanos += 1  # the dropped digits were not all zero
+    return min(nanos, _MAX_NANOS)
+
+
 def parse_quantity(text: Any) -> Fraction:
-    """The exact value of a quantity string; ints and floats are accepted as plain numbers."""
+    """The value of a quantity string (nano precision, capped); ints and floats are accepted
+    as plain numbers."""
     if isinstance(text, bool):
         raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
     if isinstance(text, int):
-        return Fraction(text)
+        return Fraction(max(-MAX_MAGNITUDE, min(text, MAX_MAGNITUDE)))
     if isinstance(text, float):
-        return Fraction(str(text))
+        if not math.isfinite(text):
+            raise QuantityError(f"quantities must be finite numbers, not {text!r}")
+        text = repr(text)
     if not isinstance(text, str):
-        raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
-    match = _QUANTITY.match(text)  # upstream rejects surrounding spaces too
-    if match is None:
-        raise QuantityError(f"quantities must match the regular expression "
-                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text!r}")
-    value = Fraction(match["number"])
-    if match["exponent"]:
-        value *= Fraction(10) ** int(match["exponent"][1:])
+        raise QuantityError(f"quantities must be strings or numbers, not {type(text).__name__}")
+    match = _QUANTITY.fullmatch(text)  # upstream rejects surrounding spaces too
+    if match is None or not (match["whole"] or match["fraction"]):
+        shown = text if len(text) <= 64 else text[:64] + "..."
+        raise QuantityError(f"{_FORMAT_MESSAGE}: {shown!r}")
+    fraction = match["fraction"] or ""
+    exponent10, power2 = -len(fraction), 0
+    if match["exponent"] is not None:
+        written = match["exponent"]
+        body = written.lstrip("+-").lstrip("0") or "0"
+        exponent = -int(body) if written.startswith("-") and len(body) <= _INT32_DIGITS else (
+            int(body) if len(body) <= _INT32_DIGITS else 2**31)
+        if not -(2**31) <= exponent < 2**31:
+            raise QuantityError("unable to parse quantity's suffix: the exponent does not fit "
+                                "in 32 bits")
+        exponent10 += exponent
+    elif match["suffix"] in _BINARY_POWERS:
+        power2 = _BINARY_POWERS[match["suffix"]]
     else:
-        suffix = match["suffix"] or ""
-        value *= _BINARY_SUFFIXES.get(suffix) or _DECIMAL_SUFFIXES[suffix]
-    return -value if match["sign"] == "-" else value
+        exponent10 += _DECIMAL_EXPONENTS[match["suffix"] or ""]
+    nanos = _nanos((match["whole"] or "") + fraction, exponent10, power2)
+    return Fraction(-nanos if match["sign"] == "-" else nanos, NANO)
 
 
 def cpu_to_millis(quantity: Any) -> int:
@@ -104,6 +159,8 @@ def format_quantity(value: Fraction | int, fmt: str = DECIMAL_SI) -> str:
 __all__ = [
     "BINARY_SI",
     "DECIMAL_SI",
+    "MAX_MAGNITUDE",
+    "NANO",
     "QuantityError",
     "cpu_to_millis",
     "format_quantity",

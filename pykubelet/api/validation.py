@@ -7,16 +7,19 @@ operator which field is wrong. Every error names its field path the way the
 API server does (``spec.containers[1].name: Duplicate value: "app"``), so the
 messages read the same as ``kubectl apply`` errors.
 
-``validate_pod_json`` checks the raw JSON shape (types and required fields)
-before the dictionary becomes a ``V1Pod``; ``validate_pod`` checks the
-semantics of a decoded, defaulted pod, comparing limits with requests as
-exact quantities (``pykubelet.api.quantity``).
+``decode_pod`` builds a ``V1Pod`` from untrusted JSON (what a manifest file or
+URL holds) and names every type and range error, as upstream's typed decoding
+would (a pod and its error list); ``validate_pod``
+checks the semantics of a decoded, defaulted pod, comparing limits with
+requests as exact quantities (``pykubelet.api.quantity``).
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
+import math
 import re
 from collections.abc import Iterable
 from fractions import Fraction
@@ -33,6 +36,7 @@ from kubernetes_asyncio.client.models import (
 )
 
 from pykubelet.api.quantity import parse_quantity
+from pykubelet.api.yamlsafe import render
 
 DNS1123_LABEL_MAX_LENGTH = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
@@ -53,6 +57,7 @@ HOST_PATH_TYPES = ("", "DirectoryOrCreate", "Directory", "FileOrCreate", "File",
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 INT32_MAX = 2**31 - 1
+SHOWN_VALUE_MAX = 256  # longer values are cut in messages
 
 
 def json_name(model: Any, attribute: str) -> str:
@@ -77,11 +82,7 @@ class _Shown(str):
 def _show(value: Any) -> str:
     if isinstance(value, _Shown):
         return str(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return render(value, SHOWN_VALUE_MAX)
 
 
 def required(path: str, detail: str = "") -> str:
@@ -173,6 +174,47 @@ def _env_var_name_errors(value: str) -> list[str]:
 # Quantity maps may hold bare numbers in YAML (cpu: 1); every other string field must be a string.
 _QUANTITY_MAP_KEYS = frozenset({"limits", "requests", "overhead", "capacity", "allocatable",
                                 "hard", "used", "allocatedResources"})
+# The integers upstream's core/v1 and meta/v1 types declare as int64; every other one is int32.
+_INT64_FIELDS = frozenset({
+    ("V1ObjectMeta", "generation"), ("V1ObjectMeta", "deletion_grace_period_seconds"),
+    ("V1PodSpec", "termination_grace_period_seconds"), ("V1PodSpec", "active_deadline_seconds"),
+    ("V1Probe", "termination_grace_period_seconds"), ("V1SleepAction", "seconds"),
+    ("V1PodSecurityContext", "run_as_user"), ("V1PodSecurityContext", "run_as_group"),
+    ("V1PodSecurityContext", "fs_group"), ("V1PodSecurityContext", "supplemental_groups"),
+    ("V1SecurityContext", "run_as_user"), ("V1SecurityContext", "run_as_group"),
+    ("V1ServiceAccountTokenProjection", "expiration_seconds"),
+    ("V1Toleration", "toleration_seconds"),
+    ("V1LinuxContainerUser", "uid"), ("V1LinuxContainerUser", "gid"),
+    ("V1LinuxContainerUser", "supplemental_groups"),
+    ("V1PodStatus", "observed_generation"), ("V1PodCondition", "observed_generation"),
+})
+# ``IntOrString`` fields; the generated models type them as any ``object``.
+_INT_OR_STRING_FIELDS = frozenset({("V1HTTPGetAction", "port"), ("V1TCPSocketAction", "port")})
+# Go's time.RFC3339 as metav1.Time reads it (any number of fraction digits).
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
+                      r"(?:(Z)|([+-])(\d{2}):(\d{2}))")
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+MAX_SHAPE_ERRORS = 100
+_PATH_KEY_MAX = 64
+
+
+class _Problems:
+    """Field errors, the first ``MAX_SHAPE_ERRORS`` kept: a hostile manifest may have millions."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.dropped = 0
+
+    def add(self, message: str) -> None:
+        if len(self.items) < MAX_SHAPE_ERRORS:
+            self.items.append(message)
+        else:
+            self.dropped += 1
+
+    def result(self) -> list[str]:
+        if self.dropped:
+            return [*self.items, f"... and {self.dropped} more errors"]
+        return self.items
 
 
 @functools.cache
@@ -189,66 +231,190 @@ def _required_attributes(model: Any) -> frozenset[str]:
     return frozenset(needed)
 
 
-def _shape_errors(data: Any, type_name: str, path: str, errors: list[str]) -> None:
+@functools.cache
+def _attributes_by_json_key(model: Any) -> dict[str, str]:
+    return {json_key: attribute for attribute, json_key in model.attribute_map.items()}
+
+
+def _zero(type_name: str) -> Any:
+    """What Go's decoder leaves for a JSON ``null`` list item or map value of this type."""
+    zeros: dict[str, Any] = {"str": "", "int": 0, "float": 0.0, "bool": False}
+    if type_name in zeros:
+        return zeros[type_name]
+    if type_name.startswith("list["):
+        return []
+    if type_name.startswith("dict(") or _model_class(type_name) is not None:
+        return {}
+    return None
+
+
+@functools.cache
+def _model_class(type_name: str) -> Any:
+    """The generated model a type name denotes, or None for a primitive or ``object``."""
+    if type_name in ("str", "int", "float", "bool", "object", "datetime", "date"):
+        return None
+    return getattr(k8s_models, type_name, None)
+
+
+def _timestamp(text: str) -> datetime.datetime | None:
+    """``text`` as an RFC 3339 time in UTC, or None if it is not one (or the instant is
+    outside the years 1 to 9999)."""
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
+    try:
+        offset = datetime.timedelta(hours=int(off_h or 0), minutes=int(off_m or 0))
+        zone = datetime.timezone(-offset if sign == "-" else offset) if not zulu else datetime.UTC
+        return datetime.datetime(int(year), int(month), int(day), int(hour), int(minute),
+                                 int(second), int((fraction or "0")[:6].ljust(6, "0")),
+                                 tzinfo=zone).astimezone(datetime.UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _date(text: str) -> datetime.date | None:
+    match = _DATE.fullmatch(text)
+    if match is None:
+        return None
+    try:
+        return datetime.date(*(int(part) for part in match.groups()))
+    except ValueError:
+        return None
+
+
+def _scalar(data: Any, type_name: str, path: str, problems: _Problems, owner: tuple[str, str]
+            ) -> Any:
+    is_number = isinstance(data, int | float) and not isinstance(data, bool)
+    if type_name == "str":
+        if isinstance(data, str):
+            return data
+        problems.add(invalid(path, _brief(data), "expected a string"))
+    elif type_name == "int":
+        if isinstance(data, int) and not isinstance(data, bool):
+            bits = 64 if owner in _INT64_FIELDS else 32
+            if -(2 ** (bits - 1)) <= data < 2 ** (bits - 1):
+                return data
+            problems.add(invalid(path, data, f"must fit in an int{bits}"))
+        else:
+            problems.add(invalid(path, _brief(data), "expected an integer"))
+    elif type_name == "float":
+        if is_number and math.isfinite(data):
+            return data
+        problems.add(invalid(path, _brief(data), "expected a number"))
+    elif type_name == "bool":
+        if isinstance(data, bool):
+            return data
+        problems.add(invalid(path, _brief(data), "expected a boolean"))
+    elif type_name == "datetime":
+        when = _timestamp(data) if isinstance(data, str) else None
+        if when is not None:
+            return when
+        problems.add(invalid(path, _brief(data), "expected an RFC 3339 time string "
+                             "(e.g. 2006-01-02T15:04:05Z) between the years 1 and 9999"))
+    elif type_name == "date":
+        day = _date(data) if isinstance(data, str) else None
+        if day is not None:
+            return day
+        problems.add(invalid(path, _brief(data), "expected a date (e.g. 2006-01-02)"))
+    elif owner in _INT_OR_STRING_FIELDS:
+        if isinstance(data, str) or (isinstance(data, int) and not isinstance(data, bool)
+                                     and -(2**31) <= data < 2**31):
+            return data
+        problems.add(invalid(path, _brief(data), "expected a 32-bit integer or a string"))
+    else:  # any JSON value (``fieldsV1``): the document reader has made it JSON already
+        return data
+    return None
+
+
+def _value(data: Any, type_name: str, path: str, problems: _Problems,
+           owner: tuple[str, str]) -> Any:
     if data is None:
-        return
+        return None
     if type_name.startswith("list["):
         if not isinstance(data, list):
-            errors.append(invalid(path, _brief(data), "expected a list"))
-            return
-        for index, item in enumerate(data):
-            _shape_errors(item, type_name[5:-1], f"{path}[{index}]", errors)
-        return
+            problems.add(invalid(path, _brief(data), "expected a list"))
+            return None
+        item_type = type_name[5:-1]
+        if item_type == "str":  # the common case (command, args), checked at C speed
+            texts = ["" if item is None else item for item in data]
+            if all(type(text) is str for text in texts):
+                return texts
+        return [_value(_zero(item_type) if item is None else item, item_type,
+                       f"{path}[{index}]", problems, owner)
+                for index, item in enumerate(data)]
     if type_name.startswith("dict("):
         if not isinstance(data, dict):
-            errors.append(invalid(path, _brief(data), "expected an object"))
-            return
+            problems.add(invalid(path, _brief(data), "expected an object"))
+            return None
         value_type = type_name[len("dict(str, "):-1]
         quantity_map = path.rsplit(".", 1)[-1] in _QUANTITY_MAP_KEYS
+        if value_type == "str" and not quantity_map:  # labels, annotations, selectors
+            mapping = {key: "" if item is None else item for key, item in data.items()}
+            if all(type(key) is str and type(text) is str for key, text in mapping.items()):
+                return mapping
+        result: dict[str, Any] = {}
         for key, item in data.items():
-            if quantity_map and isinstance(item, int | float) and not isinstance(item, bool):
-                continue
-            _shape_errors(item, value_type, f"{path}[{key}]", errors)
-        return
-    if type_name == "str":
-        if not isinstance(data, str):
-            errors.append(invalid(path, _brief(data), "expected a string"))
-    elif type_name == "int":
-        if not isinstance(data, int) or isinstance(data, bool):
-            errors.append(invalid(path, _brief(data), "expected an integer"))
-    elif type_name == "float":
-        if not isinstance(data, int | float) or isinstance(data, bool):
-            errors.append(invalid(path, _brief(data), "expected a number"))
-    elif type_name == "bool":
-        if not isinstance(data, bool):
-            errors.append(invalid(path, _brief(data), "expected a boolean"))
-    elif type_name in ("datetime", "date"):
-        if not isinstance(data, str):
-            errors.append(invalid(path, _brief(data), "expected an RFC 3339 time string"))
-    elif type_name != "object":
-        model = getattr(k8s_models, type_name, None)
-        if model is not None:
-            _model_shape_errors(data, model, path, errors)
+            item_path = index_path(path, key)
+            if not isinstance(key, str):
+                problems.add(invalid(item_path, _brief(key), "a key must be a string"))
+            elif quantity_map and (item is None or (isinstance(item, int | float)
+                                                    and not isinstance(item, bool))):
+                # A bare YAML number is a quantity's text; null is a zero quantity.
+                result[key] = _quantity_text(item, item_path, problems)
+            else:
+                zero = _zero(value_type) if item is None else item
+                result[key] = _value(zero, value_type, item_path, problems, owner)
+        return result
+    model = _model_class(type_name)
+    if model is not None:
+        return _model(data, model, path, problems)
+    return _scalar(data, type_name, path, problems, owner)
 
 
-def _model_shape_errors(data: Any, model: Any, path: str, errors: list[str]) -> None:
+def _quantity_text(number: float | None, path: str, problems: _Problems) -> str | None:
+    if number is None:
+        return "0"
+    if isinstance(number, float):
+        if not math.isfinite(number):
+            problems.add(invalid(path, number, "expected a finite number"))
+            return None
+        return repr(number)
+    return str(number)
+
+
+def _model(data: Any, model: Any, path: str, problems: _Problems) -> Any:
     if not isinstance(data, dict):
-        errors.append(invalid(path, _brief(data), "expected an object"))
-        return
+        problems.add(invalid(path, _brief(data), "expected an object"))
+        return None
     attribute_map: dict[str, str] = model.attribute_map
     types = model_attributes(model)
     for required_attribute in sorted(_required_attributes(model)):
         if data.get(attribute_map[required_attribute]) is None:
-            errors.append(required(_join(path, attribute_map[required_attribute])))
-    json_to_attribute = {json_key: attr for attr, json_key in attribute_map.items()}
+            problems.add(required(_join(path, attribute_map[required_attribute])))
+    by_json_key = _attributes_by_json_key(model)
+    values: dict[str, Any] = {}
     for key, value in data.items():
-        attribute = json_to_attribute.get(key)
-        if attribute is not None:
-            _shape_errors(value, types[attribute], _join(path, key), errors)
+        attribute = by_json_key.get(key) if isinstance(key, str) else None
+        if attribute is not None:  # unknown fields are dropped, as in upstream's decoding
+            values[attribute] = _value(value, types[attribute], _join(path, key), problems,
+                                       (model.__name__, attribute))
+    try:
+        return model(**values)
+    except ValueError:  # a required field is missing, which is reported above
+        return None
 
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def index_path(path: str, key: Any) -> str:
+    """``path[key]`` for a map entry, with an over-long key shortened for the message."""
+    text = key if isinstance(key, str) else render(key)
+    if len(text) > _PATH_KEY_MAX:
+        text = text[:_PATH_KEY_MAX] + "..."
+    return f"{path}[{text}]"
 
 
 def _brief(value: Any) -> Any:
@@ -259,11 +425,20 @@ def _brief(value: Any) -> Any:
     return value
 
 
-def validate_pod_json(data: Any) -> list[str]:
-    """Type and required-field errors of a pod's JSON form, before it becomes a ``V1Pod``."""
-    errors: list[str] = []
-    _model_shape_errors(data, V1Pod, "", errors)
-    return errors
+def decode_pod(data: Any) -> tuple[V1Pod | None, list[str]]:
+    """A ``V1Pod`` built from its JSON form by Go's decoding rules, and every error by field.
+
+    Upstream decodes a manifest into typed Go structs, which is where type errors surface;
+    this does the same checks while building the model: unknown fields are dropped; a
+    ``null`` list item or map value becomes its type's zero value (``containers: [null]``
+    is a container without a name); integers must fit the int32 or int64 upstream declares;
+    times must be RFC 3339 within the years 1 to 9999 (and are held in UTC); ``IntOrString``
+    ports must be one or the other. The pod is usable only when the error list is empty.
+    """
+    problems = _Problems()
+    pod = _model(data, V1Pod, "", problems)
+    errors = problems.result()
+    return (pod if not errors else None), errors
 
 
 # --- semantics of a decoded pod ------------------------------------------------------------------
@@ -294,7 +469,7 @@ def _label_errors(labels: dict[str, str], path: str) -> list[str]:
     for key, value in labels.items():
         errors.extend(invalid(path, key, p) for p in _qualified_name_errors(key))
         if len(value or "") > 63 or not _LABEL_VALUE.match(value or ""):
-            errors.append(invalid(f"{path}[{key}]", value, "a label value must be at most 63 "
+            errors.append(invalid(index_path(path, key), value, "a label value must be at most 63 "
                                   "alphanumerics, '-', '_' or '.', starting and ending with "
                                   "an alphanumeric"))
     return errors
@@ -559,8 +734,9 @@ def _probe_errors(probe: V1Probe, path: str, success_threshold_must_be_one: bool
 
 
 __all__ = [
+    "decode_pod",
     "dns1123_label_errors",
     "dns1123_subdomain_errors",
+    "index_path",
     "validate_pod",
-    "validate_pod_json",
 ]

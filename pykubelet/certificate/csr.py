@@ -1,4 +1,4 @@
-"""Asking the cluster for a kubelet client certificate (upstream ``util/certificate/csr``).
+"""Asking the cluster for a kubelet certificate (upstream ``util/certificate/csr``).
 
 The kubelet makes a new ECDSA P-256 key, a certificate request for
 ``CN=system:node:<node>, O=system:nodes``, and posts it as a
@@ -10,6 +10,12 @@ controller manager approves it (for the bootstrap group, or for a node
 renewing its own certificate) and signs it; the kubelet watches the request
 until the certificate appears, or it is denied or fails.
 
+The serving certificate (``serverTLSBootstrap``) is asked for the same way,
+from the signer ``kubernetes.io/kubelet-serving``, with the node's host names
+and addresses as subject alternative names and the usages digital signature,
+key encipherment and server auth (again the exact set 1.20's signer requires).
+No controller approves those: an operator or an approver of their choosing does.
+
 A bootstrap request is named after a digest of its key, subject and usages
 (``node-csr-...``), so a kubelet that restarts mid-way finds and reuses its
 own request instead of piling up new ones; renewals let the server name them.
@@ -20,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import ipaddress
 from collections.abc import Sequence
 
 from cryptography import x509
@@ -41,6 +48,8 @@ from pykubelet.util import klog
 
 KUBELET_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
 KUBELET_CLIENT_USAGES = ("digital signature", "key encipherment", "client auth")
+KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"
+KUBELET_SERVING_USAGES = ("digital signature", "key encipherment", "server auth")
 NODES_GROUP = "system:nodes"
 NODE_USER_PREFIX = "system:node:"
 # How long a bootstrap waits for its certificate (upstream: one hour).
@@ -75,9 +84,14 @@ def node_subject(node_name: str) -> x509.Name:
     ])
 
 
-def make_csr(key: PrivateKeyTypes, subject: x509.Name) -> bytes:
-    """A PEM ``CERTIFICATE REQUEST`` for ``subject`` signed by ``key``."""
+def make_csr(key: PrivateKeyTypes, subject: x509.Name, dns_names: Sequence[str] = (),
+             ip_addresses: Sequence[str] = ()) -> bytes:
+    """A PEM ``CERTIFICATE REQUEST`` for ``subject`` (and these SANs) signed by ``key``."""
     builder = x509.CertificateSigningRequestBuilder().subject_name(subject)
+    names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+    names += [x509.IPAddress(ipaddress.ip_address(address)) for address in ip_addresses]
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     request = builder.sign(key, hashes.SHA256())  # type: ignore[arg-type]
     return request.public_bytes(serialization.Encoding.PEM)
 
@@ -213,6 +227,8 @@ async def wait_for_certificate(client: KubeletApiClient, name: str, uid: str,
 __all__ = [
     "KUBELET_CLIENT_SIGNER",
     "KUBELET_CLIENT_USAGES",
+    "KUBELET_SERVING_SIGNER",
+    "KUBELET_SERVING_USAGES",
     "CertificateRequestError",
     "digested_name",
     "issued_certificate",

@@ -1,4 +1,4 @@
-"""Where the kubelet keeps its client certificate (upstream ``certificate.FileStore``).
+"""Where the kubelet keeps the certificates it is issued (upstream ``certificate.FileStore``).
 
 Each certificate the kubelet obtains is written with its private key to one
 PEM file in ``--cert-dir``, ``kubelet-client-<YYYY-MM-DD-HH-MM-SS>.pem``
@@ -6,6 +6,8 @@ PEM file in ``--cert-dir``, ``kubelet-client-<YYYY-MM-DD-HH-MM-SS>.pem``
 The kubeconfig written after bootstrapping names the symlink as both client
 certificate and key, so a rotation only has to move the link: it is replaced
 atomically (a new link renamed over the old one), never left half written.
+The serving certificate (``serverTLSBootstrap``) is kept the same way as
+``kubelet-server-*.pem``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 KUBELET_CLIENT_PREFIX = "kubelet-client"
+KUBELET_SERVER_PREFIX = "kubelet-server"
 TIMESTAMP_FORMAT = "%Y-%m-%d-%H-%M-%S"
 
 
@@ -140,6 +143,7 @@ class FileStore:
 
 __all__ = [
     "KUBELET_CLIENT_PREFIX",
+    "KUBELET_SERVER_PREFIX",
     "CertificateStoreError",
     "FileStore",
     "KeyPair",

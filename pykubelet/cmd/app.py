@@ -11,11 +11,13 @@ pods running, as upstream does: the next kubelet adopts them.
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pykubelet.api.yamlsafe import render
 from pykubelet.cmd.options import ConfigurationError, parse_command_line
 from pykubelet.config.server import KubeletServer
 from pykubelet.util import klog
@@ -32,10 +34,11 @@ class KubeletCommand:
         try:
             server = parse_command_line(list(argv))
         except ConfigurationError as err:
-            for message in err.errors:
-                print(f"pykubelet: {message}", file=sys.stderr)
-            print(f"pykubelet: {len(err.errors)} configuration error(s); nothing was started",
-                  file=sys.stderr)
+            _report_configuration_errors(err.errors)
+            return 1
+        except Exception as err:  # whatever a config file holds: exit 1, a message, no traceback
+            _report_configuration_errors([f"unexpected failure loading the configuration (a "
+                                          f"pykubelet bug): {render(repr(err), 500)}"])
             return 1
 
         klog.setup(server.flags.v)
@@ -66,6 +69,30 @@ class KubeletCommand:
             return _failed(err)
         klog.info("Kubelet stopped; pods keep running")
         return 0
+
+
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
+_MESSAGE_MAX = 2000
+
+
+def _one_line(message: str) -> str:
+    """A message as one printable line: values from a config file may hold line breaks and
+    control characters, which are escaped; an absurdly long value is cut in the middle,
+    keeping the field named at the start and the reason at the end."""
+    if len(message) > _MESSAGE_MAX:
+        half = _MESSAGE_MAX // 2
+        message = f"{message[:half]}...{message[-half:]}"
+    if message.isprintable():
+        return message
+    return _UNPRINTABLE.sub(lambda m: m[0] if m[0].isprintable()
+                            else m[0].encode("unicode_escape").decode("ascii"), message)
+
+
+def _report_configuration_errors(errors: list[str]) -> None:
+    for message in errors:
+        print(f"pykubelet: {_one_line(message)}", file=sys.stderr)
+    print(f"pykubelet: {len(errors)} configuration error(s); nothing was started",
+          file=sys.stderr)
 
 
 def _failed(err: BaseException) -> int:

@@ -36,6 +36,7 @@ from aiohttp import web
 from pykubelet.client import KubeletClients
 from pykubelet.cmd.clients import build_kubelet_clients, report_server
 from pykubelet.cmd.options import not_acted_on
+from pykubelet.cmd.serving import serving_ssl_context
 from pykubelet.config.codec import configz_body
 from pykubelet.config.server import KubeletServer
 from pykubelet.cri.image import RemoteImageService
@@ -308,10 +309,9 @@ async def start_kubelet(kubelet: Kubelet, pod_config: PodConfig, server: Kubelet
                     config.healthz_bind_address, config.healthz_port, healthz_routes(checks)))
         if config.enable_server:
             with startup_step("starting the kubelet server"):
-                tls = deps.tls_options
                 runners.append(await listen_and_serve(
                     kubelet_api_server(kubelet, server, deps.auth), config.address,
-                    config.port, tls.ssl_context() if tls is not None else None))
+                    config.port, serving_ssl_context(kubelet, server, deps)))
         if config.read_only_port > 0:
             with startup_step("starting the read-only server"):
                 runners.append(await listen_and_serve_read_only(

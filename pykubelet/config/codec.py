@@ -10,7 +10,6 @@ v1beta1 ``omitempty`` tags, so ``/configz`` output has the shape clients expect.
 from __future__ import annotations
 
 import dataclasses
-import json
 import types
 import typing
 from collections.abc import Mapping
@@ -19,6 +18,14 @@ from typing import Any, Final
 
 import yaml
 
+from pykubelet.api.yamlsafe import (
+    MAX_DOCUMENT_BYTES,
+    DocumentError,
+    describe,
+    json_type,
+    load_document,
+    render,
+)
 from pykubelet.config.defaults import apply_dependent_defaults, zero_means_default
 from pykubelet.config.types import (
     API_VERSION,
@@ -31,6 +38,9 @@ from pykubelet.config.types import (
 from pykubelet.config.units import Duration, UnitError
 
 _TYPE_META: Final = ("apiVersion", "kind")
+_KEY_SHOWN_MAX: Final = 64
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
 
 
 class DecodeError(ValueError):
@@ -43,22 +53,6 @@ class DecodeError(ValueError):
 
 class _INVALID:
     """Marker for a value that failed to decode (its error is already recorded)."""
-
-
-def _json_type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _go_type_name(annotation: Any, spec: FieldSpec) -> str:
@@ -80,11 +74,10 @@ def _go_type_name(annotation: Any, spec: FieldSpec) -> str:
     return "object"
 
 
-def _describe(value: Any) -> str:
-    rendered = json.dumps(value, default=str)
-    if len(rendered) > 40:
-        rendered = rendered[:37] + "..."
-    return f"{_json_type_name(value)} {rendered}"
+def _shown_key(key: Any) -> str:
+    """A map key as it appears in a field path; an absurdly long one is cut."""
+    text = key if isinstance(key, str) else render(key)
+    return text if len(text) <= _KEY_SHOWN_MAX else text[:_KEY_SHOWN_MAX] + "..."
 
 
 def _unwrap_optional(annotation: Any) -> Any:
@@ -101,7 +94,7 @@ class _Decoder:
         self.present: set[str] = set()
 
     def type_error(self, path: str, value: Any, annotation: Any, spec: FieldSpec) -> type[_INVALID]:
-        self.errors.append(f"{path}: cannot unmarshal {_describe(value)} into a field of type "
+        self.errors.append(f"{path}: cannot unmarshal {describe(value)} into a field of type "
                            f"{_go_type_name(annotation, spec)}")
         return _INVALID
 
@@ -127,6 +120,9 @@ class _Decoder:
             return raw if isinstance(raw, str) else self.type_error(path, raw, annotation, spec)
         if annotation is Duration:
             if spec.accepts_int_nanoseconds and isinstance(raw, int) and not isinstance(raw, bool):
+                if not _INT64_MIN <= raw <= _INT64_MAX:
+                    self.errors.append(f"{path}: number {raw} overflows int64 nanoseconds")
+                    return _INVALID
                 return Duration(raw)
             if not isinstance(raw, str):
                 return self.type_error(path, raw, annotation, spec)
@@ -151,7 +147,7 @@ class _Decoder:
             _, element = typing.get_args(annotation)
             result: dict[str, Any] = {}
             for key, item in raw.items():
-                decoded = self.value(element, spec, item, f"{path}.{key}")
+                decoded = self.value(element, spec, item, f"{path}.{_shown_key(key)}")
                 if decoded is not _INVALID:
                     result[str(key)] = decoded
             return result
@@ -161,7 +157,7 @@ class _Decoder:
 
     def struct(self, cls: type[Any], raw: Any, path: str) -> Any:
         if not isinstance(raw, dict):
-            self.errors.append(f"{path or 'configuration'}: cannot unmarshal {_describe(raw)} "
+            self.errors.append(f"{path or 'configuration'}: cannot unmarshal {describe(raw)} "
                                f"into an object")
             return _INVALID
         hints = typing.get_type_hints(cls)
@@ -170,7 +166,7 @@ class _Decoder:
         for key, item in raw.items():
             if not path and key in _TYPE_META:
                 continue
-            child = f"{path}.{key}" if path else str(key)
+            child = f"{path}.{_shown_key(key)}" if path else _shown_key(key)
             entry = by_json.get(str(key))
             if entry is None:
                 self.errors.append(f'unknown field "{child}"')
@@ -186,35 +182,15 @@ class _Decoder:
         return cls(**kwargs)
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """YAML loader that refuses duplicate keys, as upstream's strict decoding does."""
-
-    duplicate_keys: list[str]
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                self.duplicate_keys.append(
-                    f'duplicate field "{key}" (line {key_node.start_mark.line + 1})')
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def parse_document(text: str) -> Any:
-    """Parse YAML or JSON (a YAML subset) text, rejecting duplicate keys."""
-    loader = _StrictLoader(text)
-    loader.duplicate_keys = []
+def parse_document(data: bytes | str) -> Any:
+    """Parse YAML or JSON (a YAML subset), strictly: a repeated key is an error."""
     try:
-        document = loader.get_single_data()
-    except yaml.YAMLError as err:
-        raise DecodeError([f"error converting YAML to JSON: {err}"]) from None
-    finally:
-        loader.dispose()
-    if loader.duplicate_keys:
-        raise DecodeError([f"strict decoding error: {msg}" for msg in loader.duplicate_keys])
-    return document
+        return load_document(data, strict=True)
+    except DocumentError as err:
+        if err.duplicate_keys:
+            raise DecodeError([f"strict decoding error: {msg}" for msg in err.errors]) from None
+        raise DecodeError([f"error converting YAML to JSON: {msg}" for msg in err.errors]) \
+            from None
 
 
 def _check_type_meta(document: Mapping[str, Any]) -> list[str]:
@@ -228,8 +204,11 @@ def _check_type_meta(document: Mapping[str, Any]) -> list[str]:
     if errors:
         return errors
     if kind != KIND or api_version != API_VERSION:
-        return [f'no kind "{kind}" is registered for version "{api_version}"; '
-                f'expected kind "{KIND}" in version "{API_VERSION}"']
+        shown_kind = kind if isinstance(kind, str) else render(kind)
+        shown_version = api_version if isinstance(api_version, str) else render(api_version)
+        return [f'no kind "{_shown_key(shown_kind)}" is registered for version '
+                f'"{_shown_key(shown_version)}"; expected kind "{KIND}" in version '
+                f'"{API_VERSION}"']
     return []
 
 
@@ -240,7 +219,7 @@ def decode_document(document: Any) -> tuple[KubeletConfiguration, set[str], list
     fields that failed to decode keep their defaults so validation can still run.
     """
     if not isinstance(document, dict):
-        raise DecodeError([f"configuration must be an object, got {_json_type_name(document)}"])
+        raise DecodeError([f"configuration must be an object, got {json_type(document)}"])
     type_errors = _check_type_meta(document)
     if type_errors:
         raise DecodeError(type_errors)
@@ -252,18 +231,19 @@ def decode_document(document: Any) -> tuple[KubeletConfiguration, set[str], list
     return config, keys, decoder.errors
 
 
-def decode_text(text: str) -> tuple[KubeletConfiguration, set[str], list[str]]:
+def decode_text(text: bytes | str) -> tuple[KubeletConfiguration, set[str], list[str]]:
     return decode_document(parse_document(text))
 
 
 def read_config_file(path: str | Path) -> tuple[KubeletConfiguration, set[str], list[str]]:
     """Read and decode a config file; decoding errors are returned, not raised."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as config_file:
+            data = config_file.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as err:
         raise DecodeError([f"failed to read kubelet config file {str(path)!r}: "
                            f"{err.strerror or err}"]) from None
-    return decode_text(text)
+    return decode_text(data)
 
 
 def _is_go_zero(value: Any) -> bool:

@@ -53,9 +53,6 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "enableControllerAttachDetach",
     "localStorageCapacityIsolation",
     "rotateCertificates",
-    # Node allocatable (not yet enforced on cgroups).
-    "systemReserved",
-    "kubeReserved",
     # The kubelet API (pykubelet.server).
     "enableServer",
     "port",
@@ -69,6 +66,33 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "enableSystemLogHandler",
     "enableProfilingHandler",
     "enableDebugFlagsHandler",
+    # Resource management: cgroups, node allocatable, eviction, GC, log rotation.
+    "cgroupRoot",
+    "cgroupsPerQOS",
+    "cgroupDriver",
+    "enforceNodeAllocatable",
+    "systemReserved",
+    "kubeReserved",
+    "systemReservedCgroup",
+    "kubeReservedCgroup",
+    "podPidsLimit",
+    "cpuCFSQuota",
+    "cpuCFSQuotaPeriod",
+    "failCgroupV1",
+    "evictionHard",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionMaxPodGracePeriod",
+    "evictionMinimumReclaim",
+    "evictionPressureTransitionPeriod",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "imageMinimumGCAge",
+    "imageMaximumGCAge",
+    "containerLogMaxSize",
+    "containerLogMaxFiles",
+    "containerLogMaxWorkers",
+    "containerLogMonitorInterval",
 })
 
 

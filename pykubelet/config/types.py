@@ -930,7 +930,13 @@ class KubeletConfiguration:
         flag="image-service-endpoint",
         help="Endpoint of the image service (defaults to --container-runtime-endpoint).",
     )
-    fail_cgroup_v1: bool = cfg("failCgroupV1", default=False, pointer=True)
+    fail_cgroup_v1: bool = cfg(
+        "failCgroupV1",
+        default=True,
+        pointer=True,
+        flag="fail-cgroup-v1",
+        help="Refuse to start on a cgroup v1 host.",
+    )
     user_namespaces: UserNamespaces | None = cfg("userNamespaces", default=None, pointer=True)
 
     def effective_image_service_endpoint(self) -> str:

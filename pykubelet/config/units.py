@@ -9,7 +9,9 @@ must print back the way Go prints them (``2m0s``, ``4h0m0s``, ``100ms``).
 
 from __future__ import annotations
 
+import math
 import re
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
@@ -24,6 +26,9 @@ MINUTE: Final = 60 * SECOND
 HOUR: Final = 60 * MINUTE
 
 _MAX_DURATION: Final = (1 << 63) - 1
+_MAX_DURATION_DIGITS: Final = 19  # digits of _MAX_DURATION
+_DURATION_NUMBER: Final = re.compile(r"([0-9]*)(\.([0-9]*))?")
+_DURATION_UNIT: Final = re.compile(r"[^0-9.]*")
 
 # Go accepts both the micro sign (U+00B5) and the Greek mu (U+03BC) for microseconds.
 _DURATION_UNITS: Final[dict[str, int]] = {
@@ -44,8 +49,11 @@ class UnitError(ValueError):
 
 def _parse_duration_nanos(text: str) -> int:
     original = text
+    if len(original) > 64:
+        original = original[:64] + "..."
+    invalid = UnitError(f'time: invalid duration "{original}"')
     if text == "":
-        raise UnitError(f'time: invalid duration "{original}"')
+        raise invalid
     negative = False
     if text[0] in "+-":
         negative = text[0] == "-"
@@ -53,30 +61,38 @@ def _parse_duration_nanos(text: str) -> int:
     if text == "0":
         return 0
     if text == "":
-        raise UnitError(f'time: invalid duration "{original}"')
+        raise invalid
+    # Go's limit: the magnitude must fit in an int64 (2^63 is allowed for a negative one).
+    limit = _MAX_DURATION + (1 if negative else 0)
     total = Fraction(0)
     while text:
-        match = re.match(r"([0-9]*)(\.([0-9]*))?", text)
+        match = _DURATION_NUMBER.match(text)
         assert match is not None  # the pattern can match the empty string
-        whole, _, frac = match.group(1), match.group(2), match.group(3) or ""
+        whole, frac = match.group(1), match.group(3) or ""
         if whole == "" and frac == "":
-            raise UnitError(f'time: invalid duration "{original}"')
+            raise invalid
         text = text[match.end():]
-        unit_match = re.match(r"[^0-9.]*", text)
+        unit_match = _DURATION_UNIT.match(text)
         assert unit_match is not None
         unit = unit_match.group(0)
         if unit == "":
             raise UnitError(f'time: missing unit in duration "{original}"')
         if unit not in _DURATION_UNITS:
-            raise UnitError(f'time: unknown unit "{unit}" in duration "{original}"')
+            shown = unit if len(unit) <= 16 else unit[:16] + "..."
+            raise UnitError(f'time: unknown unit "{shown}" in duration "{original}"')
         text = text[unit_match.end():]
+        whole = whole.lstrip("0")
+        if len(whole) > _MAX_DURATION_DIGITS:
+            raise invalid  # Go's leadingInt overflows
+        # Go stops reading fraction digits once they no longer change a nanosecond.
+        frac = frac[:_MAX_DURATION_DIGITS]
         scale = _DURATION_UNITS[unit]
         value = Fraction(int(whole or "0")) * scale
         if frac:
             value += Fraction(int(frac), 10 ** len(frac)) * scale
         total += value
-        if total > _MAX_DURATION:
-            raise UnitError(f'time: invalid duration "{original}"')
+        if total > limit:
+            raise invalid
     nanos = int(total)  # Go truncates sub-nanosecond fractions
     return -nanos if negative else nanos
 
@@ -138,6 +154,7 @@ class Duration:
         return format_duration(self.nanoseconds)
 
 
+_PERCENTAGE: Final = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _QUANTITY_SHAPE: Final = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 _BINARY_SUFFIXES: Final[dict[str, int]] = {
     "Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6,
@@ -164,9 +181,11 @@ class Quantity:
     def parse(cls, text: str) -> Quantity:
         try:
             value = parse_quantity(text)
-        except QuantityError:
-            raise UnitError(
-                f"quantities must match the regular expression '{_QUANTITY_SHAPE}'") from None
+        except QuantityError as err:
+            if str(err).startswith("quantities must match"):
+                raise UnitError(f"quantities must match the regular expression "
+                                f"'{_QUANTITY_SHAPE}'") from None
+            raise UnitError(str(err)) from None
         return cls(value, binary=text[-2:] in _BINARY_SUFFIXES)
 
     def sign(self) -> int:
@@ -197,12 +216,15 @@ class Quantity:
 
 def parse_percentage(text: str) -> float:
     """Parse ``10%`` into 10.0; the caller decides which range is allowed."""
+    shown = text if len(text) <= 64 else text[:64] + "..."
     if not text.endswith("%"):
-        raise UnitError(f'percentage "{text}" must end with "%"')
-    try:
-        return float(text[:-1])
-    except ValueError:
-        raise UnitError(f'invalid percentage "{text}"') from None
+        raise UnitError(f'percentage "{shown}" must end with "%"')
+    if not _PERCENTAGE.fullmatch(text[:-1]):
+        raise UnitError(f'invalid percentage "{shown}"')
+    value = float(text[:-1])
+    if not math.isfinite(value):
+        raise UnitError(f'invalid percentage "{shown}": out of range')
+    return value
 
 
 # Signals the Linux eviction manager knows (pkg/kubelet/eviction/api).
@@ -219,6 +241,10 @@ EVICTION_SIGNALS: Final = frozenset({
 })
 
 
+def _float32(value: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
 @dataclass(frozen=True)
 class ThresholdValue:
     """An eviction threshold amount: an absolute quantity or a percentage of capacity."""
@@ -230,6 +256,16 @@ class ThresholdValue:
         if self.quantity is not None:
             return str(self.quantity)
         return f"{self.percentage:g}%"
+
+    def amount(self, capacity: int) -> int:
+        """The absolute amount: the quantity, or the percentage of ``capacity`` (rounded down).
+
+        Upstream keeps the fraction as a float32 and multiplies in float64, so
+        ``10%`` of 100 GiB is a few bytes over a tenth; node allocatable shows it.
+        """
+        if self.quantity is not None:
+            return math.ceil(self.quantity.value)
+        return math.trunc(capacity * _float32(_float32(self.percentage or 0) / 100))
 
 
 @dataclass(frozen=True)

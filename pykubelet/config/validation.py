@@ -63,6 +63,7 @@ _DNS1123_SUBDOMAIN_RE: Final = re.compile(rf"^{_DNS1123_LABEL}(\.{_DNS1123_LABEL
 _QUALIFIED_NAME_RE: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE_RE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _CPUSET_RE: Final = re.compile(r"^\d+(-\d+)?$")
+_CPU_ID_DIGITS: Final = 18  # upstream parses CPU ids with strconv.Atoi (64 bits)
 
 
 def _collect_flags() -> dict[str, str]:
@@ -143,12 +144,14 @@ def _is_ip(text: str) -> bool:
 def _cpuset_error(text: str) -> str | None:
     for part in text.split(","):
         part = part.strip()
+        shown = repr(part if len(part) <= 64 else part[:64] + "...")
         if not _CPUSET_RE.match(part):
-            return f"invalid cpuset element {part!r}"
-        if "-" in part:
-            low, high = (int(bound) for bound in part.split("-"))
-            if low > high:
-                return f"invalid range {part!r} (start > end)"
+            return f"invalid cpuset element {shown}"
+        bounds = part.split("-")
+        if any(len(bound.lstrip("0")) > _CPU_ID_DIGITS for bound in bounds):
+            return f"invalid cpuset element {shown}: value out of range"
+        if len(bounds) == 2 and int(bounds[0]) > int(bounds[1]):
+            return f"invalid range {shown} (start > end)"
     return None
 
 

@@ -12,12 +12,19 @@ Timestamps are plain floats from whatever clock the writer and the readers
 share; pykubelet uses ``time.monotonic`` everywhere (see ``pleg.generic``).
 A pod the runtime does not know is not an error: ``get`` answers an empty
 ``PodStatus`` carrying only the UID, which is what "no containers" looks like.
+
+A reader that must not wait a whole relist period (a pod worker moving a pod
+to terminating: the user is waiting for the kill) asks for a refresh; the
+writer registers what that does (``set_refresher``: the PLEG relists at once).
+This is the latency upstream's pod worker loop notes as a to-do (about a
+second on every sync -> terminating -> terminated transition).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pykubelet.container import PodStatus
@@ -45,6 +52,11 @@ class PodCache:
         # trusted to be complete, so readers that need freshness must wait.
         self._global_timestamp: float | None = None
         self._waiters: dict[str, list[_Waiter]] = {}
+        self._refresher: Callable[[], None] | None = None
+
+    def set_refresher(self, refresher: Callable[[], None] | None) -> None:
+        """What ``get_newer_than(..., refresh=True)`` calls when it has to wait."""
+        self._refresher = refresher
 
     @property
     def timestamp(self) -> float | None:
@@ -63,12 +75,13 @@ class PodCache:
         return [e.status for e in self._entries.values() if e.status is not None]
 
     async def get_newer_than(
-        self, uid: str, min_time: float
+        self, uid: str, min_time: float, *, refresh: bool = False
     ) -> tuple[PodStatus | None, BaseException | None]:
         """Wait until the entry for ``uid`` is known to be newer than ``min_time``.
 
         That happens when the entry itself was written after ``min_time`` or
-        when a relist that started after ``min_time`` has completed.
+        when a relist that started after ``min_time`` has completed. With
+        ``refresh``, a reader that has to wait asks the writer to refresh now.
         """
         ready = self._get_if_newer_than(uid, min_time)
         if ready is not None:
@@ -76,6 +89,8 @@ class PodCache:
         loop = asyncio.get_running_loop()
         waiter = _Waiter(min_time, loop.create_future())
         self._waiters.setdefault(uid, []).append(waiter)
+        if refresh and self._refresher is not None:
+            self._refresher()  # after subscribing: a refresh may complete before we await
         try:
             entry = await waiter.future
         finally:

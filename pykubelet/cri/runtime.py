@@ -302,6 +302,19 @@ class RemoteRuntimeService(GrpcConnection):
         self._log_response(method, status=OneLine(response.status))
         return response
 
+    async def runtime_config(self) -> api_pb2.RuntimeConfigResponse:
+        """The runtime's Linux settings (its cgroup driver); Unimplemented on containerd < 1.7."""
+        method = "RuntimeConfig"
+        self._log_call(method, timeout=self.request_timeout)
+        try:
+            response: api_pb2.RuntimeConfigResponse = await self._invoke(
+                self._stub(), method, api_pb2.RuntimeConfigRequest(), self.request_timeout)
+        except CRIError as err:
+            self._log_failure(err, method)
+            raise
+        self._log_response(method, config=OneLine(response))
+        return response
+
     # Sandboxes
 
     async def run_pod_sandbox(self, config: api_pb2.PodSandboxConfig,

@@ -31,17 +31,24 @@ from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
 from pykubelet.api.kubetypes import API_SOURCE, FILE_SOURCE, HTTP_SOURCE, PodUpdate, SyncPodType
 from pykubelet.client.informer import ObjectInformer
 from pykubelet.config.server import KubeletServer
-from pykubelet.container import ContainerState, Pod, ProbeResult
+from pykubelet.container import ContainerState, Pod, PodStatus, ProbeResult
 from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
 from pykubelet.events import WARNING
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import plugins_dir, pod_dir, pods_dir
 from pykubelet.kubelet.mirror_client import ApiMirrorClient, MirrorClient
-from pykubelet.kubelet.node_info import LocalNode, NodeView, machine_allocatable
-from pykubelet.kubelet.node_status import NodeParts, build_node_parts
+from pykubelet.kubelet.node_info import LocalNode, NodeView
+from pykubelet.kubelet.node_status import NodeParts, build_node_parts, read_node_resources
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
+from pykubelet.kubelet.resources import (
+    ResourceManagers,
+    build_resource_managers,
+    new_container_manager,
+    runtime_sandbox_image,
+    start_container_manager,
+)
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.kubelet.server_host import KubeletServerHost
 from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
@@ -53,6 +60,7 @@ from pykubelet.lifecycle.admission import (
     SysctlAllowlist,
 )
 from pykubelet.lifecycle.handlers import HandlerRunner
+from pykubelet.nodestatus.resources import allocatable_status, pods_capacity
 from pykubelet.pleg import GenericPLEG
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
@@ -150,6 +158,9 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     """
     config, flags = server.config, server.flags
     supervisor = Supervisor()
+    # The container manager comes first: every sandbox is placed in its pod cgroup.
+    container_manager = new_container_manager(server)
+    pod_cgroups = container_manager if config.cgroups_per_qos else None
     # Probe verdicts: liveness and startup steer the runtime manager (kill and
     # restart), readiness and startup shape the pod status.
     liveness, readiness, startup = ResultsManager(), ResultsManager(), ResultsManager()
@@ -173,6 +184,8 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         serialize_image_pulls=config.serialize_image_pulls,
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
+        cpu_cfs_quota=config.cpu_cfs_quota,
+        pod_cgroup_parent=pod_cgroups.pod_cgroup_parent if pod_cgroups is not None else None,
     ), liveness=liveness, startup=startup, handler_runner=handler_runner, recorder=deps.recorder)
     await runtime.initialize()
 
@@ -181,10 +194,15 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     runtime_state = RuntimeState()
     runtime_state.add_health_check("PLEG", pleg.healthy)
     pod_manager = PodManager()
+    # What the node has and what pods may use: the machine, less the container manager's
+    # reservation. The node status reports it; admission reads it before the Node exists.
+    machine, node_resources = await read_node_resources(
+        server, container_manager.allocatable_reservation)
+    pods_limit = pods_capacity(config.max_pods, config.pods_per_core, machine.num_cores)
     node_view = NodeView(LocalNode(
         node_name, hostname=flags.hostname_override or None, node_labels=flags.node_labels,
         taints=config.register_with_taints,
-        allocatable=lambda: machine_allocatable(config.max_pods, flags.root_dir)),
+        allocatable=lambda: allocatable_status(node_resources, pods_limit)),
         node_informer)
     # The status manager asks the pod workers (built below) whether a pod's
     # containers may still run before it reports a terminal phase.
@@ -207,13 +225,29 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         pod_manager=pod_manager, volume_manager=VolumeManager(deps.recorder),
         mirror_client=mirror_client, get_node=node_view.get_node,
         is_pod_termination_requested=lambda uid: pod_workers.is_pod_termination_requested(
-            uid))
+            uid),
+        container_manager=pod_cgroups, recorder=deps.recorder,
+        # Bound late: the pod workers are built around the syncer.
+        abnormal_termination=lambda uid: pod_workers.abnormal_termination(uid))
     pod_workers = PodWorkers(syncer, cache, resync_interval=seconds(config.sync_frequency),
                              backoff_period=POD_WORKER_BACKOFF)
     metrics.set_node_name(node_name)
+
+    async def evict(pod: V1Pod, grace: int, status_func: Callable[[V1PodStatus], None]) -> None:
+        await pod_workers.terminate_pod_abnormally_and_wait(
+            pod, grace_period_override=grace, pod_status_func=status_func, evict=True)
+
+    resources = build_resource_managers(
+        server, container_manager, deps.runtime_service, deps.image_service, runtime,
+        pod_workers, active_pods=lambda: filter_out_inactive_pods(
+            pod_manager.get_pods(), pod_workers, status_manager),
+        kill_pod=evict, recorder=deps.recorder, node_name=node_name)
     node = None
     if not deps.standalone:
-        node = await build_node_parts(server, deps, node_name, runtime_state,
+        # The eviction manager's pressure shows as the node's conditions.
+        node = await build_node_parts(server, deps, node_name, runtime_state, machine,
+                                      node_resources,
+                                      pressure=resources.eviction if resources else None,
                                       informer=node_informer)
     return Kubelet(
         KubeletOptions(node_name=node_name, root_dir=flags.root_dir,
@@ -229,7 +263,29 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
             threshold=max(2 * seconds(config.sync_frequency), 300.0)),
         stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
                                      flags.root_dir, config.pod_logs_dir),
-        node=node)
+        node=node, resources=resources)
+
+
+def filter_out_inactive_pods(pods: list[V1Pod], pod_workers: PodWorkers,
+                             status_manager: StatusManager) -> list[V1Pod]:
+    """Upstream ``filterOutInactivePods``: pods that hold node resources.
+
+    Out: pods whose containers are all known stopped, and pods in a terminal
+    phase (in the API's status or the status manager's) unless their
+    termination is still under way.
+    """
+    active = []
+    for pod in pods:
+        uid = pod_uid(pod)
+        if pod_workers.is_pod_known_terminated(uid):
+            continue
+        status = status_manager.peek_pod_status(uid)
+        terminal = ((pod.status is not None and is_terminal_phase(pod.status.phase))
+                    or (status is not None and is_terminal_phase(status.phase)))
+        if terminal and not pod_workers.is_pod_termination_requested(uid):
+            continue
+        active.append(pod)
+    return active
 
 
 class Kubelet:
@@ -244,8 +300,9 @@ class Kubelet:
                  sync_loop_monitor: SyncLoopMonitor,
                  stats_provider: StatsProvider, node: NodeParts | None = None,
                  node_view: NodeView | None = None,
-                 admit_handlers: list[PodAdmitHandler] | None = None,
-                 mirror_client: MirrorClient | None = None) -> None:
+                 admit_handlers: list[PodAdmitHandler],
+                 mirror_client: MirrorClient | None = None,
+                 resources: ResourceManagers | None = None) -> None:
         self.options = options
         self.deps = deps
         self.supervisor = supervisor
@@ -265,11 +322,11 @@ class Kubelet:
         self.server_host = KubeletServerHost(pod_manager, status_manager, runtime, self.get_pods)
         # Cluster mode: the Node cache, its status and its lease (None standalone).
         self.node = node
-        self.node_view = node_view or NodeView(LocalNode(options.node_name, allocatable=(
-            lambda: machine_allocatable(options.max_pods, options.root_dir))))
-        self.admit_handlers = (admit_handlers if admit_handlers is not None
-                               else [PredicateAdmitHandler(self.node_view.get_node_any_way)])
+        self.node_view = node_view
+        self.admit_handlers = admit_handlers
         self.mirror_client = mirror_client
+        # Resource management: cgroups, eviction, garbage collection, log rotation.
+        self.resources = resources
 
     # -- start-up (upstream Kubelet.Run and initializeModules) -------------------
 
@@ -295,6 +352,11 @@ class Kubelet:
             spawn("node-lease", node.lease.run)
         if not self.deps.standalone:
             spawn("status-manager", self.status_manager.run)
+        if self.resources is not None:
+            # Upstream's StartGarbageCollection, the eviction manager and the log manager.
+            for name, factory in self.resources.tasks(self.sources_ready,
+                                                      self.cached_pod_status):
+                spawn(name, factory)
         spawn("pleg", self.pleg.run)
         await sync_loop(self.sync_loop_inputs(updates), self)
 
@@ -308,6 +370,15 @@ class Kubelet:
         for directory in (root, pods_dir(root), plugins_dir(root),
                           self.options.pod_logs_dir):
             await asyncio.to_thread(self.deps.os_interface.makedirs, directory, 0o750)
+        if self.resources is not None:
+            # The node's cgroups must be right before any pod starts: a cgroup v1 host
+            # with failCgroupV1, a driver other than the runtime's, reservations beyond
+            # capacity or a missing cgroupRoot stop the kubelet here.
+            await start_container_manager(self.resources.container_manager,
+                                          self.deps.runtime_service)
+            # Image GC never removes the runtime's pause image.
+            self.resources.image_gc.sandbox_image = await runtime_sandbox_image(
+                self.deps.runtime_service)
 
     def sync_loop_inputs(self, updates: asyncio.Queue[PodUpdate]) -> LoopInputs:
         """The channels of upstream's ``syncLoopIteration`` select, and its callbacks."""
@@ -324,6 +395,7 @@ class Kubelet:
             sources_ready=self.sources_ready,
             on_probe_update=self.on_probe_update,
             heartbeat=self.sync_loop_monitor.beat,
+            on_container_died=self.on_container_died,
         )
 
     async def update_runtime_up(self) -> None:
@@ -439,20 +511,18 @@ class Kubelet:
             update_type=update_type, pod=pod, mirror_pod=mirror_pod, start_time=start))
 
     def filter_out_inactive_pods(self, pods: list[V1Pod]) -> list[V1Pod]:
-        """Pods that hold node resources: not fully terminated, not terminal (unless stopping)."""
-        active = []
-        for pod in pods:
-            uid = pod_uid(pod)
-            if self.pod_workers.is_pod_known_terminated(uid):
-                continue
-            if self._is_admitted_pod_terminal(pod) and \
-                    not self.pod_workers.is_pod_termination_requested(uid):
-                continue
-            active.append(pod)
-        return active
+        return filter_out_inactive_pods(pods, self.pod_workers, self.status_manager)
 
     def can_admit_pod(self, active_pods: list[V1Pod], pod: V1Pod) -> tuple[str, str] | None:
-        """Upstream ``canAdmitPod``: (reason, message) of the first handler that refuses."""
+        """Upstream ``canAdmitPod``: (reason, message) of the first handler that refuses.
+
+        The eviction manager answers first, as upstream registers it first: a
+        node under pressure takes no new pods it would have to evict.
+        """
+        if self.resources is not None:
+            refused = self.resources.eviction.admit(pod)
+            if refused is not None:
+                return refused
         attrs = PodAdmitAttributes(pod, [p for p in active_pods if pod_uid(p) != pod_uid(pod)])
         for handler in self.admit_handlers:
             result = handler.admit(attrs)
@@ -460,16 +530,20 @@ class Kubelet:
                 return result.reason, result.message
         return None
 
+    def on_container_died(self, uid: str, container_id: str) -> None:
+        """The sync loop's ContainerDied seam (upstream ``cleanUpContainersInPod``)."""
+        if self.resources is not None:
+            self.resources.container_gc.container_died(uid, container_id)
+
+    def cached_pod_status(self, uid: str) -> PodStatus | None:
+        status, _ = self.cache.get(uid)
+        return status
+
     def reject_pod(self, pod: V1Pod, reason: str, message: str) -> None:
         klog.info("Pod admission denied", pod=pod_ref(pod), reason=reason, message=message)
         self.deps.recorder.event(pod, WARNING, reason, message)
         self.status_manager.set_pod_status(pod, V1PodStatus(
             phase="Failed", reason=reason, message=f"Pod was rejected: {message}"))
-
-    def _is_admitted_pod_terminal(self, pod: V1Pod) -> bool:
-        if pod.status is not None and is_terminal_phase(pod.status.phase):
-            return True
-        return self._is_terminal(pod)
 
     def _is_terminal(self, pod: V1Pod) -> bool:
         status = self.status_manager.peek_pod_status(pod_uid(pod))
@@ -523,6 +597,7 @@ class Kubelet:
 
         await asyncio.to_thread(self._remove_orphaned_pod_dirs, set(desired))
         await self.delete_orphaned_mirror_pods()
+        await self._remove_orphaned_pod_cgroups(set(desired), set(worker_states))
 
     async def delete_orphaned_mirror_pods(self) -> None:
         """Mirror pods whose static pod is gone (and has finished stopping) are deleted."""
@@ -535,6 +610,17 @@ class Kubelet:
                 await self.mirror_client.delete_mirror_pod(full_name, None)
             except Exception as err:
                 klog.error("Failed deleting orphaned mirror pod", err, podFullName=full_name)
+
+    async def _remove_orphaned_pod_cgroups(self, desired: set[str], known: set[str]) -> None:
+        """Upstream ``cleanupOrphanedPodCgroups``: once nothing of a pod can run any more."""
+        if self.resources is None or not self.resources.container_manager.config.cgroups_per_qos:
+            return
+        manager = self.resources.container_manager
+        workers = self.pod_workers
+        keep = {uid for uid in desired if not workers.is_pod_terminated(uid)}
+        keep |= {uid for uid in known if workers.could_have_running_containers(uid)}
+        if await asyncio.to_thread(manager.remove_orphaned_pod_cgroups, keep):
+            await manager.update_qos_cgroups()
 
     def _remove_orphaned_pod_dirs(self, desired: set[str]) -> None:
         try:

@@ -9,15 +9,14 @@ standalone mode, ``LocalNode`` describes the node from what the kubelet knows
 locally, as upstream's ``initialNode`` does: the well-known labels,
 ``--node-labels``, ``registerWithTaints`` and the machine's resources.
 
-Allocatable comes from a callable so that the owner of node allocatable
-(capacity minus reservations and eviction thresholds) can plug in;
-``machine_allocatable`` is the plain machine capacity.
+Allocatable comes from a callable: the kubelet hands in the node status's own
+rule (``nodestatus.resources.allocatable_status``), so admission judges a pod
+against the allocatable the Node will report.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 import socket
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -43,40 +42,18 @@ class NodeCache(Protocol):
     def has_synced(self) -> bool: ...
 
 
-def _mem_total() -> int:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def machine_allocatable(max_pods: int, root_dir: str = "/") -> dict[str, str]:
-    """The machine's capacity (cpu, memory, ephemeral storage under ``root_dir``, pods)."""
-    try:
-        fs = os.statvfs(root_dir if os.path.exists(root_dir) else "/")
-        storage = fs.f_blocks * fs.f_frsize
-    except OSError:
-        storage = 0
-    return {"cpu": str(os.cpu_count() or 1), "memory": str(_mem_total()),
-            "ephemeral-storage": str(storage), "pods": str(max_pods)}
-
-
 class LocalNode:
     """The Node as the kubelet would register it, built without the API server."""
 
     def __init__(self, node_name: str, *, hostname: str | None = None,
                  node_labels: dict[str, str] | None = None,
                  taints: Iterable[Any] = (),
-                 allocatable: Callable[[], dict[str, str]] | None = None) -> None:
+                 allocatable: Callable[[], dict[str, str]]) -> None:
         self.node_name = node_name
         self._hostname = (hostname or socket.gethostname()).lower()
         self._labels = dict(node_labels or {})
         self._taints = [_taint(t) for t in taints]
-        self._allocatable = allocatable or (lambda: machine_allocatable(110))
+        self._allocatable = allocatable
 
     def labels(self) -> dict[str, str]:
         arch, system = go_arch(), go_os()
@@ -127,4 +104,4 @@ class NodeView:
         return str(node.metadata.uid)
 
 
-__all__ = ["LocalNode", "NodeCache", "NodeView", "machine_allocatable"]
+__all__ = ["LocalNode", "NodeCache", "NodeView"]

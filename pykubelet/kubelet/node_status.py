@@ -10,6 +10,7 @@ the status loop, the fast first update and the lease, in that order.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubernetes_asyncio.client import CoreV1Api, V1Node, V1Taint
@@ -28,8 +29,14 @@ from pykubelet.nodestatus import (
     RuntimeHealth,
     node_status_setters,
 )
-from pykubelet.nodestatus.machine import filesystem_capacity, read_machine_info, read_version_info
+from pykubelet.nodestatus.machine import (
+    MachineInfo,
+    filesystem_capacity,
+    read_machine_info,
+    read_version_info,
+)
 from pykubelet.nodestatus.providers import CRIImageList, CRIRuntimeVersion
+from pykubelet.nodestatus.resources import ResourceList
 from pykubelet.util import klog
 
 
@@ -57,20 +64,26 @@ def new_node_informer(deps: Dependencies, node_name: str) -> ObjectInformer[V1No
                           f"node {node_name}")
 
 
+async def read_node_resources(server: KubeletServer,
+                              reservation: Callable[[], ResourceList]
+                              ) -> tuple[MachineInfo, MachineResources]:
+    """The machine (upstream's cAdvisor MachineInfo), and its capacity with ``reservation``
+    (the container manager's) held back for allocatable."""
+    machine = await asyncio.to_thread(read_machine_info)
+    storage = None
+    if server.config.local_storage_capacity_isolation:
+        storage = await asyncio.to_thread(filesystem_capacity, server.flags.root_dir)
+    return machine, MachineResources(machine, storage, reservation)
+
+
 async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name: str,
-                           health: RuntimeHealth, resources: NodeResources | None = None,
+                           health: RuntimeHealth, machine: MachineInfo,
+                           resources: NodeResources,
                            pressure: PressureReporter | None = None,
                            informer: ObjectInformer[V1Node] | None = None) -> NodeParts:
     """The Node cache, the status manager with upstream's setters, and the lease controller."""
     config, flags = server.config, server.flags
-    machine = await asyncio.to_thread(read_machine_info)
     version = await asyncio.to_thread(read_version_info)
-    if resources is None:
-        storage = None
-        if config.local_storage_capacity_isolation:
-            storage = await asyncio.to_thread(filesystem_capacity, flags.root_dir)
-        resources = MachineResources(machine, storage, config.system_reserved,
-                                     config.kube_reserved, config.eviction_hard)
     if informer is None:
         informer = new_node_informer(deps, node_name)
     assert informer is not None, "cluster mode needs an API client"
@@ -108,4 +121,4 @@ async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name:
     return NodeParts(informer=informer, status=status, lease=lease)
 
 
-__all__ = ["NodeParts", "build_node_parts", "new_node_informer"]
+__all__ = ["NodeParts", "build_node_parts", "new_node_informer", "read_node_resources"]

@@ -18,6 +18,7 @@ them, and the ``Kubelet`` is built after both: construction goes one way.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,18 +33,24 @@ from pykubelet.api.kubetypes import (
     is_static_pod,
     pod_full_name,
 )
+from pykubelet.cm import ContainerManager
+from pykubelet.cm.cgroups import CgroupError
 from pykubelet.container import ContainerID, ContainerState, Pod, PodStatus, ProbeResult, Runtime
 from pykubelet.container.helpers import running_pod_from_status
+from pykubelet.events import WARNING, EventRecorder
 from pykubelet.kubelet.getters import POD_SUBDIRECTORIES, pod_dir
 from pykubelet.kubelet.mirror_client import MirrorClient
 from pykubelet.kubelet.pod_manager import PodManager, is_mirror_pod_of
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.metrics.podstartup import POD_STARTUP_TRACKER
+from pykubelet.podworkers import KillPodOptions
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.results import ResultsManager
 from pykubelet.status import ReasonCache, StatusManager, generate_api_pod_status
 from pykubelet.util import klog
 from pykubelet.volumemanager import VolumeManager
+
+FAILED_TO_CREATE_POD_CONTAINER = "FailedToCreatePodContainer"
 
 
 @dataclass
@@ -67,7 +74,13 @@ class KubeletPodSyncer:
                  mirror_client: MirrorClient | None = None,
                  get_node: Callable[[], V1Node | None] = lambda: None,
                  is_pod_termination_requested: Callable[[str], bool] = lambda uid: False,
+                 container_manager: ContainerManager | None = None,
+                 recorder: EventRecorder | None = None,
+                 abnormal_termination: Callable[[str], KillPodOptions | None] = lambda uid: None,
                  ) -> None:
+        """``container_manager`` gives pods their cgroups (None: ``cgroupsPerQOS`` off);
+        ``abnormal_termination`` is the pod workers' record of a kill that brings its own
+        status (an eviction), applied to every status computed afterwards."""
         self.options = options
         self.runtime = runtime
         self.status_manager = status_manager
@@ -79,6 +92,9 @@ class KubeletPodSyncer:
         self.mirror_client = mirror_client
         self.get_node = get_node
         self.is_pod_termination_requested = is_pod_termination_requested
+        self.container_manager = container_manager
+        self.recorder = recorder
+        self.abnormal_termination = abnormal_termination
 
     def make_pod_data_dirs(self, pod: V1Pod) -> None:
         base = pod_dir(self.options.root_dir, pod_uid(pod))
@@ -87,11 +103,15 @@ class KubeletPodSyncer:
 
     def _api_status(self, pod: V1Pod, status: PodStatus, terminal: bool = False) -> V1PodStatus:
         previous = self.status_manager.get_pod_status(pod_uid(pod))
-        return generate_api_pod_status(
+        api_status = generate_api_pod_status(
             pod, status, self.reason_cache, host_ip=self.options.host_ip,
             pod_is_terminal=terminal, previous=previous,
             readiness=lambda container_id: _succeeded(self.probe_manager.readiness, container_id),
             startup=lambda container_id: _succeeded(self.probe_manager.startup, container_id))
+        abnormal = self.abnormal_termination(pod_uid(pod))
+        if abnormal is not None and abnormal.pod_status_func is not None:
+            abnormal.pod_status_func(api_status)
+        return api_status
 
     async def sync_pod(self, update_type: SyncPodType, pod: V1Pod, mirror_pod: V1Pod | None,
                        pod_status: PodStatus) -> bool:
@@ -110,6 +130,8 @@ class KubeletPodSyncer:
             raise RuntimeError(f"network is not ready: {'; '.join(network)}")
         if is_static_pod(pod):
             await self.ensure_mirror_pod(pod)
+        if self.container_manager is not None:
+            await self._ensure_pod_cgroup(pod)
         self.make_pod_data_dirs(pod)
         # A pod being torn down does not wait for volumes it will never use.
         if self.volume_manager is not None and \
@@ -159,6 +181,25 @@ class KubeletPodSyncer:
         except Exception as err:
             klog.error("Failed creating a mirror pod for", err, pod=pod_ref(pod))
 
+    async def _ensure_pod_cgroup(self, pod: V1Pod) -> None:
+        """The pod's cgroup (and the QoS cgroups it changes) before its sandbox exists.
+
+        A failure fails this pod's sync (retried with back-off) and says why in
+        its status and an event; the kubelet and other pods carry on.
+        """
+        assert self.container_manager is not None
+        try:
+            await self.container_manager.ensure_pod(pod)
+        except CgroupError as err:
+            message = f"unable to ensure pod container exists: {err}"
+            if self.recorder is not None:
+                self.recorder.event(pod, WARNING, FAILED_TO_CREATE_POD_CONTAINER, message)
+            self.status_manager.set_pod_status(pod, _with_reason(
+                self.status_manager.get_pod_status(pod_uid(pod)), FAILED_TO_CREATE_POD_CONTAINER,
+                message))
+            raise RuntimeError(f"failed to ensure that the pod: {pod_uid(pod)} cgroups exist "
+                               f"and are correctly applied: {err}") from err
+
     async def sync_terminating_pod(self, pod: V1Pod, pod_status: PodStatus,
                                    grace_period: int | None) -> None:
         klog.v(4).info("SyncTerminatingPod enter", pod=pod_ref(pod))
@@ -201,6 +242,14 @@ def _record_pod_started(pod: V1Pod) -> None:
     POD_STARTUP_TRACKER.record_running(pod_uid(pod), first_seen,
                                        meta.creation_timestamp if meta else None,
                                        bool(pod.spec and pod.spec.host_network))
+
+
+def _with_reason(status: V1PodStatus | None, reason: str, message: str) -> V1PodStatus:
+    """A pod that cannot start says why in its status; its phase stays what it was."""
+    updated = copy.copy(status) if status is not None else V1PodStatus(phase="Pending")
+    updated.reason = reason
+    updated.message = message
+    return updated
 
 
 def _succeeded(results: ResultsManager, container_id: str) -> bool:

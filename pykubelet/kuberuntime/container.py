@@ -61,6 +61,7 @@ from pykubelet.kuberuntime.labels import (
     get_container_info_from_labels,
 )
 from pykubelet.kuberuntime.logs import pod_logs_directory
+from pykubelet.logs import remove_container_logs
 from pykubelet.util import klog
 
 # Sync actions and the reasons of their failures, spelled as upstream reports them.
@@ -534,6 +535,8 @@ class PodContainers:
         except Exception as err:
             if not is_not_found(err):
                 raise
+        # Rotation leaves <log>.<time>[.gz] files the runtime does not know about.
+        await asyncio.to_thread(remove_container_logs, response.status.log_path)
 
     async def _remove_quietly(self, pod: V1Pod, status: ContainerStatus) -> None:
         klog.v(4).info("Removing init container", containerName=status.name,

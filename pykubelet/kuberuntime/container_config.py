@@ -48,6 +48,13 @@ from pykubelet.api.fieldpath import (
 )
 from pykubelet.api.qos import container_limits, container_oom_score_adjust, container_requests
 from pykubelet.api.quantity import QuantityError, cpu_to_millis, memory_to_bytes
+from pykubelet.cm.helpers import (
+    DEFAULT_CFS_PERIOD_US,
+    MILLI_CPU_PER_CPU,
+    milli_cpu_to_quota,
+    milli_cpu_to_shares,
+    read_mem_total,
+)
 from pykubelet.kuberuntime.labels import new_container_annotations, new_container_labels
 from pykubelet.kuberuntime.logs import container_log_path, pod_logs_directory
 from pykubelet.kuberuntime.sandbox_config import (
@@ -59,14 +66,6 @@ from pykubelet.kuberuntime.sandbox_config import (
     selinux_option,
 )
 from pykubelet.util import klog
-
-# Linux CFS and cgroup bounds the kubelet clamps to (pkg/kubelet/cm/helpers_linux.go).
-MIN_CPU_SHARES = 2
-MAX_CPU_SHARES = 262144
-SHARES_PER_CPU = 1024
-MILLI_CPU_PER_CPU = 1000
-DEFAULT_CFS_PERIOD_US = 100_000
-MIN_CFS_QUOTA_US = 1000
 
 ETC_HOSTS_PATH = "/etc/hosts"
 ETC_HOSTS_FILE_NAME = "etc-hosts"
@@ -114,17 +113,6 @@ class EnvSource(Protocol):
     def secret(self, namespace: str, name: str) -> Mapping[str, str] | None: ...
 
 
-def _read_mem_total() -> int:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 @dataclass
 class ContainerOptions:
     """Node and pod facts the container config depends on (besides the spec)."""
@@ -137,7 +125,7 @@ class ContainerOptions:
     cluster_domain: str = ""
     enforce_cpu_limits: bool = True
     cpu_cfs_quota_period_us: int = DEFAULT_CFS_PERIOD_US
-    memory_capacity: int = field(default_factory=_read_mem_total)
+    memory_capacity: int = field(default_factory=read_mem_total)
     # What a downward-API ``limits.*`` reads when the container sets no limit.
     node_allocatable_cpu_millis: int = field(
         default_factory=lambda: (os.cpu_count() or 1) * MILLI_CPU_PER_CPU)
@@ -323,21 +311,6 @@ def make_environment(pod: V1Pod, container: V1Container,
 
 
 # --- resources ----------------------------------------------------------------------------------
-
-def milli_cpu_to_shares(milli_cpu: int) -> int:
-    if milli_cpu == 0:
-        # Unrequested CPU gets the kernel's minimum weight, not the default 1024.
-        return MIN_CPU_SHARES
-    shares = milli_cpu * SHARES_PER_CPU // MILLI_CPU_PER_CPU
-    return max(MIN_CPU_SHARES, min(shares, MAX_CPU_SHARES))
-
-
-def milli_cpu_to_quota(milli_cpu: int, period_us: int) -> int:
-    if milli_cpu == 0:
-        return 0
-    quota = milli_cpu * period_us // MILLI_CPU_PER_CPU
-    return max(quota, MIN_CFS_QUOTA_US)
-
 
 def container_resources(pod: V1Pod, container: V1Container,
                         opts: ContainerOptions) -> api_pb2.LinuxContainerResources:
@@ -615,7 +588,5 @@ __all__ = [
     "image_user",
     "make_environment",
     "make_mounts",
-    "milli_cpu_to_quota",
-    "milli_cpu_to_shares",
     "verify_run_as_non_root",
 ]

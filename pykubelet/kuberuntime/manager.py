@@ -17,7 +17,6 @@ import dataclasses
 import os
 import shutil
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -105,20 +104,17 @@ class RuntimeManagerOptions:
     resolv_conf: str = "/etc/resolv.conf"
     node_name: str = ""
     host_ip: str = ""
-    cgroup_parent: str = ""
+    pod_cgroup_parent: Callable[[V1Pod], str] | None = None
     runtime_handler: str = ""
     serialize_image_pulls: bool = True
     registry_pull_qps: float = 5.0
     registry_burst: int = 10
     cpu_cfs_quota: bool = True
-    # Finished instances kept per container of a live pod by garbage_collect_dead
-    # (upstream MaxPerPodContainerCount).
-    max_per_pod_container: int = 1
 
     def sandbox_options(self) -> SandboxOptions:
         return SandboxOptions(pod_logs_dir=self.pod_logs_dir, cluster_dns=list(self.cluster_dns),
                               cluster_domain=self.cluster_domain, resolv_conf=self.resolv_conf,
-                              cgroup_parent=self.cgroup_parent,
+                              pod_cgroup_parent=self.pod_cgroup_parent,
                               node_ips=[self.host_ip] if self.host_ip else [],
                               seccomp_profile_root=os.path.join(self.root_dir, "seccomp"))
 
@@ -438,14 +434,14 @@ class KubeGenericRuntimeManager:
             api_pb2.ContainerFilter(label_selector={POD_UID_LABEL: uid}))
         await asyncio.gather(*(self.containers.remove(c.id) for c in containers))
         for sandbox_id in await self.sandboxes.ids_for_pod(uid):
-            await self._remove_sandbox(sandbox_id)
-        await asyncio.to_thread(self._remove_pod_log_dirs, {uid})
+            await self.remove_sandbox(sandbox_id)
+        await asyncio.to_thread(self.remove_pod_log_dirs, {uid})
         self.sandboxes.forget_pod(uid)
 
     async def delete_container(self, container_id: ContainerID) -> None:
         await self.containers.remove(container_id.id)
 
-    async def _remove_sandbox(self, sandbox_id: str) -> None:
+    async def remove_sandbox(self, sandbox_id: str) -> None:
         klog.v(4).info("Removing sandbox", sandboxID=sandbox_id)
         try:
             # A sandbox that still runs cannot be removed until its network is torn down.
@@ -455,7 +451,7 @@ class KubeGenericRuntimeManager:
             if not is_not_found(err):
                 raise
 
-    def _remove_pod_log_dirs(self, uids: set[str]) -> None:
+    def remove_pod_log_dirs(self, uids: set[str]) -> None:
         try:
             entries = os.listdir(self.options.pod_logs_dir)
         except FileNotFoundError:
@@ -467,53 +463,7 @@ class KubeGenericRuntimeManager:
                 klog.v(4).info("Removing pod logs", path=path)
                 shutil.rmtree(path, ignore_errors=True)
 
-    async def garbage_collect_dead(self, active_pod_uids: set[str]) -> None:
-        """A minimal container GC: finished containers and sandboxes of pods no longer in
-        ``active_pod_uids`` go; live pods keep their newest finished instances."""
-        await self._ensure_initialized()
-        by_name: dict[tuple[str, str], list[api_pb2.Container]] = defaultdict(list)
-        for listed in await self.runtime_service.list_containers(None):
-            labeled = get_container_info_from_labels(listed.labels)
-            if labeled.pod_uid and listed.state != api_pb2.CONTAINER_RUNNING:
-                by_name[(labeled.pod_uid, labeled.container_name)].append(listed)
-        doomed: list[str] = []
-        for (uid, _), instances in by_name.items():
-            instances.sort(key=lambda c: c.created_at, reverse=True)
-            keep = self.options.max_per_pod_container if uid in active_pod_uids else 0
-            doomed.extend(c.id for c in instances[keep:])
-        for container_id in doomed:
-            try:
-                await self.containers.remove(container_id)
-            except Exception as err:
-                klog.error("Failed to remove container", err, containerID=container_id)
-
-        sandboxes_with_containers = {
-            c.pod_sandbox_id for c in await self.runtime_service.list_containers(None)}
-        sandboxes_by_pod: dict[str, list[api_pb2.PodSandbox]] = defaultdict(list)
-        for sandbox in await self.sandboxes.list_kubelet_sandboxes(True):
-            sandboxes_by_pod[sandbox.metadata.uid].append(sandbox)
-        for uid, sandboxes in sandboxes_by_pod.items():
-            sandboxes.sort(key=lambda s: s.created_at, reverse=True)
-            # A live pod keeps its newest sandbox even when it is not ready.
-            candidates = sandboxes[1:] if uid in active_pod_uids else sandboxes
-            for sandbox in candidates:
-                if (sandbox.state == api_pb2.SANDBOX_READY
-                        or sandbox.id in sandboxes_with_containers):
-                    continue
-                try:
-                    await self._remove_sandbox(sandbox.id)
-                except Exception as err:
-                    klog.error("Failed to remove sandbox", err, sandboxID=sandbox.id)
-
-        # Logs go with the last sandbox of a pod that is no longer wanted.
-        with_sandboxes = {s.metadata.uid for s in await self.sandboxes.list_kubelet_sandboxes(True)}
-        orphaned_logs = {uid for uid in self._log_dir_uids()
-                         if uid not in active_pod_uids and uid not in with_sandboxes}
-        await asyncio.to_thread(self._remove_pod_log_dirs, orphaned_logs)
-        self.container_backoff.gc()
-        self.sandboxes.retain_pods(active_pod_uids | with_sandboxes)
-
-    def _log_dir_uids(self) -> set[str]:
+    def pod_log_dir_uids(self) -> set[str]:
         try:
             return {entry.rpartition("_")[2] for entry in os.listdir(self.options.pod_logs_dir)}
         except FileNotFoundError:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from cri_api.v1 import api_pb2
@@ -71,7 +71,9 @@ class SandboxOptions:
     cluster_domain: str = ""
     # An empty path means "no resolver": host-DNS pods then get a loopback server.
     resolv_conf: str = "/etc/resolv.conf"
-    cgroup_parent: str = ""
+    # The pod's cgroup (the container manager's pod<uid> cgroup), given to the runtime
+    # as the sandbox's cgroup parent; None leaves placement to the runtime.
+    pod_cgroup_parent: Callable[[V1Pod], str] | None = None
     node_ips: list[str] = field(default_factory=list)
     seccomp_profile_root: str = "/var/lib/kubelet/seccomp"
 
@@ -350,7 +352,8 @@ def _linux_sandbox_config(pod: V1Pod, opts: SandboxOptions) -> api_pb2.LinuxPodS
         if selinux is not None:
             security.selinux_options.CopyFrom(selinux)
         sysctls = {s.name: s.value for s in sc.sysctls or [] if s.name}
-    return api_pb2.LinuxPodSandboxConfig(cgroup_parent=opts.cgroup_parent,
+    cgroup_parent = opts.pod_cgroup_parent(pod) if opts.pod_cgroup_parent is not None else ""
+    return api_pb2.LinuxPodSandboxConfig(cgroup_parent=cgroup_parent,
                                          security_context=security, sysctls=sysctls)
 
 

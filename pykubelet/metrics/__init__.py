@@ -262,6 +262,14 @@ CERTIFICATE_MANAGER_SERVER_TTL: Final = _gauge(
     "Gauge of the shortest TTL (time-to-live) of the Kubelet's serving certificate. The value is "
     "in seconds until certificate expiry (negative if already expired). If serving certificate "
     "is invalid or unused, the value will be +INF.")
+SERVER_EXPIRATION_RENEW_ERRORS: Final = _counter(
+    "kubelet_server_expiration_renew_errors",
+    "Counter of certificate renewal errors.")
+CERTIFICATE_MANAGER_SERVER_ROTATION_SECONDS: Final = _histogram(
+    "kubelet_certificate_manager_server_rotation_seconds",
+    "Histogram of the number of seconds the previous certificate lived before being rotated.",
+    # A minute, an hour, 4 hours, a day, a week, 30, 90 and 180 days, 360 days, 4 x 360 days.
+    (60, 3600, 14400, 86400, 604800, 2592000, 7776000, 15552000, 31104000, 124416000))
 CERTIFICATE_MANAGER_CLIENT_TTL.set(float("inf"))
 CERTIFICATE_MANAGER_SERVER_TTL.set(float("inf"))
 

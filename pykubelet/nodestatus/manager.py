@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio.client import (
     ApiException,
     V1Node,
+    V1NodeAddress,
     V1NodeSpec,
     V1NodeStatus,
     V1ObjectMeta,
@@ -148,6 +149,8 @@ class NodeStatusManager:
         self.registration_completed = False
         self.last_status_report_time: float | None = None
         self._last_unschedulable = not options.register_schedulable
+        # Upstream ``lastObservedNodeAddresses``: what the serving certificate names.
+        self.last_observed_addresses: list[V1NodeAddress] = []
 
     @property
     def node_name(self) -> str:
@@ -183,6 +186,8 @@ class NodeStatusManager:
             except Exception as err:
                 klog.error("Failed to set some node status fields", err, node=self.node_name,
                            position=position)
+        if node.status is not None and node.status.addresses:
+            self.last_observed_addresses = list(node.status.addresses)
 
     async def initial_node(self) -> V1Node:
         """The Node this kubelet registers (upstream ``initialNode``)."""

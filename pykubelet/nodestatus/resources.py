@@ -1,28 +1,24 @@
-"""Node capacity and what is held back from pods (upstream: the container manager's half).
+"""Node capacity and allocatable (upstream: the node status's machine info setter).
 
 Capacity is what the machine has: ``cpu`` (logical CPUs), ``memory``
 (``MemTotal``), ``hugepages-<size>`` (reserved huge pages of each size) and
 ``ephemeral-storage`` (the filesystem of the kubelet's root directory).
-Allocatable is capacity minus a reservation: ``systemReserved`` +
-``kubeReserved`` + the hard eviction thresholds that name a capacity
-(``memory.available`` holds back memory, ``nodefs.available`` holds back
-ephemeral storage; a percentage is taken of the capacity).
-
-The node status only sees the ``NodeResources`` Protocol: the resource
-management subsystem (cgroups, eviction) owns these numbers once it exists and
-can hand its own implementation in; ``MachineResources`` is the reading of the
-machine and configuration that serves until then.
+Allocatable is capacity minus a reservation, less the memory held in huge
+pages. The reservation (``systemReserved`` + ``kubeReserved`` + the hard
+eviction thresholds that name a capacity) is the container manager's
+decision (``ContainerManager.allocatable_reservation``, upstream
+``GetNodeAllocatableReservation``); this module only takes it in, so the
+node status, the standalone node that admission reads, and the ``kubepods``
+cgroup all agree.
 """
 
 from __future__ import annotations
 
-import math
-import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Protocol
 
-from pykubelet.api.quantity import BINARY_SI, DECIMAL_SI, format_quantity, parse_quantity
+from pykubelet.api.quantity import BINARY_SI, DECIMAL_SI, format_quantity
 from pykubelet.nodestatus.machine import MachineInfo
 
 CPU = "cpu"
@@ -30,11 +26,6 @@ MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 HUGEPAGES_PREFIX = "hugepages-"
-
-SIGNAL_MEMORY_AVAILABLE = "memory.available"
-SIGNAL_NODEFS_AVAILABLE = "nodefs.available"
-# Which capacity each hard eviction signal holds back (upstream hardEvictionReservation).
-_SIGNAL_RESOURCE = {SIGNAL_MEMORY_AVAILABLE: MEMORY, SIGNAL_NODEFS_AVAILABLE: EPHEMERAL_STORAGE}
 
 ResourceList = dict[str, Fraction]
 
@@ -72,31 +63,6 @@ def format_resources(values: Mapping[str, Fraction]) -> dict[str, str]:
     return {name: format_quantity(value, quantity_format(name)) for name, value in values.items()}
 
 
-def _float32(value: float) -> float:
-    """``value`` rounded to a float32, as upstream stores threshold percentages."""
-    return float(struct.unpack("f", struct.pack("f", value))[0])
-
-
-def threshold_quantity(value: str, capacity: Fraction) -> Fraction:
-    """An eviction threshold value (``100Mi`` or ``10%``) as an amount of ``capacity``."""
-    text = value.strip()
-    if text.endswith("%"):
-        percentage = _float32(float(text[:-1]) / 100)
-        return Fraction(math.trunc(float(capacity) * percentage))
-    return parse_quantity(text)
-
-
-def hard_eviction_reservation(eviction_hard: Mapping[str, str],
-                              capacity: Mapping[str, Fraction]) -> ResourceList:
-    reserved: ResourceList = {}
-    for signal, value in eviction_hard.items():
-        resource = _SIGNAL_RESOURCE.get(signal)
-        if resource is None:
-            continue
-        reserved[resource] = threshold_quantity(value, capacity.get(resource, Fraction(0)))
-    return reserved
-
-
 def machine_capacity(machine: MachineInfo, ephemeral_storage: int | None) -> ResourceList:
     """Upstream ``CapacityFromMachineInfo`` plus the root filesystem's size."""
     capacity: ResourceList = {
@@ -111,30 +77,45 @@ def machine_capacity(machine: MachineInfo, ephemeral_storage: int | None) -> Res
 
 
 class MachineResources:
-    """``NodeResources`` from the machine and the kubelet configuration."""
+    """``NodeResources`` from the machine, with the container manager's reservation."""
 
     def __init__(self, machine: MachineInfo, ephemeral_storage: int | None,
-                 system_reserved: Mapping[str, str] | None = None,
-                 kube_reserved: Mapping[str, str] | None = None,
-                 eviction_hard: Mapping[str, str] | None = None) -> None:
+                 reservation: Callable[[], ResourceList] = dict) -> None:
         self._capacity = machine_capacity(machine, ephemeral_storage)
-        self._system_reserved = {k: parse_quantity(v) for k, v in (system_reserved or {}).items()}
-        self._kube_reserved = {k: parse_quantity(v) for k, v in (kube_reserved or {}).items()}
-        self._eviction_hard = dict(eviction_hard or {})
+        self._reservation = reservation
 
     def capacity(self) -> ResourceList:
         return dict(self._capacity)
 
     def allocatable_reservation(self) -> ResourceList:
-        eviction = hard_eviction_reservation(self._eviction_hard, self._capacity)
-        reservation: ResourceList = {}
-        for name in self._capacity:
-            total = (self._system_reserved.get(name, Fraction(0))
-                     + self._kube_reserved.get(name, Fraction(0))
-                     + eviction.get(name, Fraction(0)))
-            if total:
-                reservation[name] = total
-        return reservation
+        return {name: value for name, value in self._reservation().items()
+                if name in self._capacity and value}
+
+
+def pods_capacity(max_pods: int, pods_per_core: int, num_cores: int) -> int:
+    """``maxPods``, or fewer when ``podsPerCore`` caps it."""
+    if pods_per_core > 0:
+        return min(num_cores * pods_per_core, max_pods)
+    return max_pods
+
+
+def allocatable_status(resources: NodeResources, pods: int) -> dict[str, str]:
+    """Allocatable as the Node's status writes it, with ``pods`` pods (what admission reads
+    of a node that has no status in the API server yet)."""
+    capacity = resources.capacity()
+    capacity[PODS] = Fraction(pods)
+    return format_resources(allocatable_from(capacity, resources.allocatable_reservation()))
+
+
+def allocatable_from(capacity: Mapping[str, Fraction],
+                     reservation: Mapping[str, Fraction]) -> ResourceList:
+    """Capacity less the reservation (never negative), less memory held in huge pages."""
+    allocatable = {name: max(value - reservation.get(name, Fraction(0)), Fraction(0))
+                   for name, value in capacity.items()}
+    for name, value in capacity.items():
+        if is_hugepage_resource(name) and MEMORY in allocatable:
+            allocatable[MEMORY] = max(allocatable[MEMORY] - value, Fraction(0))
+    return allocatable
 
 
 __all__ = [
@@ -145,11 +126,12 @@ __all__ = [
     "MachineResources",
     "NodeResources",
     "ResourceList",
+    "allocatable_from",
+    "allocatable_status",
     "format_resources",
-    "hard_eviction_reservation",
     "hugepage_resource_name",
     "is_hugepage_resource",
     "machine_capacity",
+    "pods_capacity",
     "quantity_format",
-    "threshold_quantity",
 ]

@@ -44,8 +44,9 @@ from pykubelet.nodestatus.resources import (
     MEMORY,
     PODS,
     NodeResources,
+    allocatable_from,
     format_resources,
-    is_hugepage_resource,
+    pods_capacity,
 )
 from pykubelet.util import klog
 
@@ -235,10 +236,7 @@ def machine_info(node_name: str, max_pods: int, pods_per_core: int, machine: Mac
         for name, value in machine_capacity.items():
             if name != EPHEMERAL_STORAGE:
                 capacity[name] = value
-        pods = max_pods
-        if pods_per_core > 0:
-            pods = min(machine.num_cores * pods_per_core, max_pods)
-        capacity[PODS] = Fraction(pods)
+        capacity[PODS] = Fraction(pods_capacity(max_pods, pods_per_core, machine.num_cores))
         if info.boot_id and info.boot_id != machine.boot_id:
             record_event(WARNING, EVENT_REBOOTED,
                          f"Node {node_name} has been rebooted, boot id: {machine.boot_id}")
@@ -246,14 +244,7 @@ def machine_info(node_name: str, max_pods: int, pods_per_core: int, machine: Mac
         if EPHEMERAL_STORAGE in machine_capacity:
             capacity[EPHEMERAL_STORAGE] = machine_capacity[EPHEMERAL_STORAGE]
 
-        reservation = resources.allocatable_reservation()
-        allocatable: dict[str, Fraction] = {}
-        for name, value in capacity.items():
-            allocatable[name] = max(value - reservation.get(name, Fraction(0)), Fraction(0))
-        # Memory in huge pages is not available to ordinary allocations.
-        for name, value in capacity.items():
-            if is_hugepage_resource(name) and MEMORY in allocatable:
-                allocatable[MEMORY] = max(allocatable[MEMORY] - value, Fraction(0))
+        allocatable = allocatable_from(capacity, resources.allocatable_reservation())
         status.capacity = format_resources(capacity)
         status.allocatable = format_resources(allocatable)
 

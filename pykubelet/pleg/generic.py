@@ -21,6 +21,7 @@ Upstream gets the same property from Go's monotonic ``time.Time`` readings.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -188,6 +189,9 @@ class GenericPLEG:
         self.last_relist_duration = 0.0
         self.relist_count = 0
         self.discarded_events = 0
+        # Set by a cache reader that cannot wait for the next period (see request_relist).
+        self._relist_requested = asyncio.Event()
+        cache.set_refresher(self.request_relist)
 
     @property
     def last_relist_time(self) -> float | None:
@@ -221,13 +225,27 @@ class GenericPLEG:
                 # only degrade after the threshold, with no cause in the log.
                 klog.error("GenericPLEG: relist failed", err)
             # The period counts from the end of a relist, so a slow runtime
-            # is not hammered with back-to-back listings.
-            await asyncio.sleep(self.relist_period)
+            # is not hammered with back-to-back listings; a requested relist
+            # comes at once (requests made during a relist wait for its end).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._relist_requested.wait(), self.relist_period)
+
+    def request_relist(self) -> None:
+        """Relist now rather than at the end of the period.
+
+        For a pod worker that moves a pod to terminating (or terminated) and
+        needs the cache newer than its last sync: without this it waits up to
+        a relist period before it can even start killing. Requests made at the
+        same time share one relist.
+        """
+        self._relist_requested.set()
 
     async def relist(self) -> None:
         """List the runtime once, emit events for changes and refresh the cache."""
         async with self._relist_lock:
             klog.v(5).info("GenericPLEG: Relisting")
+            # This listing answers every request made so far; later ones need another.
+            self._relist_requested.clear()
             started = self._clock()
             if self._last_relist_time is not None:
                 metrics.PLEG_RELIST_INTERVAL.observe(started - self._last_relist_time)

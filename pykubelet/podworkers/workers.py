@@ -653,8 +653,11 @@ class PodWorkers:
             try:
                 pod_status = PodStatus(id=uid)
                 if update.running_pod is None:
-                    # Orphans skip this: they are only torn down, from the listing.
-                    cached, cache_error = await self._cache.get_newer_than(uid, last_sync_time)
+                    # Orphans skip this: they are only torn down, from the listing. On the
+                    # way to (or out of) terminating the PLEG is asked to relist now, so
+                    # that a kill does not first wait out a relist period.
+                    cached, cache_error = await self._cache.get_newer_than(
+                        uid, last_sync_time, refresh=work_type != PodWorkerState.SYNC)
                     if cache_error is not None:
                         raise cache_error
                     if cached is not None:

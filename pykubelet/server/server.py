@@ -439,24 +439,17 @@ class KubeletAPIServer:
         return response
 
     async def _exec(self, request: web.Request) -> web.StreamResponse:
-        try:
-            options = stream_options(request.query)
-        except StreamOptionsError as err:
-            return text_error(400, str(err))
-        pod = self.host.get_pod_by_name(request.match_info["ns"], request.match_info["pod"])
-        if pod is None:
-            return text_error(404, "pod does not exist")
         command = request.query.getall("command", [])
-        try:
-            url = await self.host.get_exec(pod, request.match_info.get("uid", ""),
-                                           request.match_info["container"], command, options)
-        except StreamingError as err:
-            return text_error(err.status, str(err))
-        if wants_v5(request):
-            return await translate(request, url, options)
-        return await proxy_upgrade(request, url)
+        return await self._stream(request, lambda pod, uid, container, options:
+                                  self.host.get_exec(pod, uid, container, command, options))
 
     async def _attach(self, request: web.Request) -> web.StreamResponse:
+        return await self._stream(request, self.host.get_attach)
+
+    async def _stream(self, request: web.Request, streaming_url: Callable[
+            [V1Pod, str, str, StreamOptions], Awaitable[str]]) -> web.StreamResponse:
+        """exec and attach: the runtime's streaming URL for the container, then the client's
+        connection proxied to it (or translated, for the v5 WebSocket protocol)."""
         try:
             options = stream_options(request.query)
         except StreamOptionsError as err:
@@ -465,8 +458,8 @@ class KubeletAPIServer:
         if pod is None:
             return text_error(404, "pod does not exist")
         try:
-            url = await self.host.get_attach(pod, request.match_info.get("uid", ""),
-                                             request.match_info["container"], options)
+            url = await streaming_url(pod, request.match_info.get("uid", ""),
+                                      request.match_info["container"], options)
         except StreamingError as err:
             return text_error(err.status, str(err))
         if wants_v5(request):

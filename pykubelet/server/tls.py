@@ -26,7 +26,7 @@ import os
 import ssl
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from cryptography import x509
@@ -292,9 +292,9 @@ def initialize_tls(cert_dir: str, host_name: str, tls_cert_file: str, tls_privat
                       cipher_suites=list(tls_cipher_suites), client_ca_file=client_ca_file)
 
 
-def build_ssl_context(options: TLSOptions) -> ssl.SSLContext:
-    """The server-side ``SSLContext`` for ``options`` (HTTP/1.1 only: SPDY upgrades need it)."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+def _configure(context: ssl.SSLContext, options: TLSOptions) -> None:
+    """Version, cipher suites, client CA and ALPN of ``options`` (HTTP/1.1 only: SPDY
+    upgrades need it)."""
     context.minimum_version = TLS_VERSIONS[options.min_version or DEFAULT_MIN_VERSION]
     suites = check_cipher_suites(options.cipher_suites)
     if suites and options.min_version != "VersionTLS13":
@@ -304,11 +304,6 @@ def build_ssl_context(options: TLSOptions) -> ssl.SSLContext:
             raise TLSConfigError(f"tlsCipherSuites (--tls-cipher-suites): none of "
                                  f"{', '.join(options.cipher_suites)} is available in this "
                                  f"OpenSSL: {err}") from err
-    try:
-        context.load_cert_chain(options.cert_file, options.key_file)
-    except (OSError, ssl.SSLError) as err:
-        raise TLSConfigError(f"cannot load the serving certificate {options.cert_file} and key "
-                             f"{options.key_file} (tlsCertFile/tlsPrivateKeyFile): {err}") from err
     if options.client_ca_file:
         try:
             context.load_verify_locations(cafile=options.client_ca_file)
@@ -319,12 +314,69 @@ def build_ssl_context(options: TLSOptions) -> ssl.SSLContext:
         # one go on to token or anonymous authentication.
         context.verify_mode = ssl.CERT_OPTIONAL
     context.set_alpn_protocols(["http/1.1"])
+
+
+def build_ssl_context(options: TLSOptions) -> ssl.SSLContext:
+    """The server-side ``SSLContext`` for ``options``."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _configure(context, options)
+    try:
+        context.load_cert_chain(options.cert_file, options.key_file)
+    except (OSError, ssl.SSLError) as err:
+        raise TLSConfigError(f"cannot load the serving certificate {options.cert_file} and key "
+                             f"{options.key_file} (tlsCertFile/tlsPrivateKeyFile): {err}") from err
     return context
+
+
+class ServingContext:
+    """The listening context of ``serverTLSBootstrap`` (upstream's ``GetCertificate``).
+
+    The certificate manager obtains and renews the serving certificate while
+    the server runs; ``load`` makes a pair current, and every TLS handshake
+    from then on presents it: the listening context hands each connection, in
+    its server-name callback (called for every ClientHello, with or without
+    SNI), the context of the newest pair. Connections already open keep the
+    certificate they were set up with. Before the first certificate arrives
+    handshakes fail, as upstream's do.
+    """
+
+    def __init__(self, options: TLSOptions) -> None:
+        self._options = options
+        self._current: ssl.SSLContext | None = None
+        self.cert_file = ""
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        _configure(self.context, options)
+        self.context.sni_callback = self._select
+        self._warned = False
+
+    def load(self, cert_file: str, key_file: str) -> None:
+        """Serve this pair on new connections; TLSConfigError (old pair kept) if it is bad."""
+        self._current = build_ssl_context(replace(self._options, cert_file=cert_file,
+                                                  key_file=key_file))
+        self.cert_file = cert_file
+        klog.v(2).info("Serving certificate loaded for new connections", certFile=cert_file)
+
+    @property
+    def ready(self) -> bool:
+        return self._current is not None
+
+    def _select(self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None,
+                _context: ssl.SSLContext) -> int | None:
+        current = self._current
+        if current is None:
+            if not self._warned:
+                klog.error("TLS handshake refused: no serving certificate available for the "
+                           "kubelet")
+                self._warned = True
+            return ssl.ALERT_DESCRIPTION_INTERNAL_ERROR
+        connection.context = current
+        return None
 
 
 __all__ = [
     "CIPHER_SUITES",
     "INSECURE_CIPHER_SUITES",
+    "ServingContext",
     "TLSConfigError",
     "TLSOptions",
     "build_ssl_context",

@@ -116,10 +116,11 @@ class StaticPodURLSource:
         # Remembered before decoding, as upstream: a bad body is reported once, not every poll.
         self._last_body = body
         try:
-            pods = decode_static_pods(body, node_name=self._node_name, source=HTTP_SOURCE,
-                                      location=self._url)
+            # Off the event loop: the body is anyone's, and decoding a large one takes a while.
+            pods = await asyncio.to_thread(decode_static_pods, body, node_name=self._node_name,
+                                           source=HTTP_SOURCE, location=self._url)
         except ManifestError as err:
-            raise URLSourceError(f"{self._url}: {err}") from err
+            raise URLSourceError(str(err)) from err
         self._send(pods)
 
     def _send(self, pods: list[V1Pod]) -> None:

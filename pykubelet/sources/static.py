@@ -10,7 +10,12 @@ API server.
 
 Both the file source and the URL source decode bytes here: YAML or JSON, one
 ``Pod`` (or for URLs a ``PodList``), then the static identity, the API server's
-defaults and validation. Any failure raises ``ManifestError`` naming the field.
+defaults and validation. The bytes come from outside the kubelet, so the
+contract is strict: whatever they hold, the result is validated pods or a
+``ManifestError`` naming the file or URL and the field (or line) at fault.
+The document reader (``pykubelet.api.yamlsafe``) bounds size, nesting and
+alias expansion; ``decode_pod`` checks every type and number range while it
+builds the API model.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import json
 import time
 from typing import Any
 
-import yaml
 from kubernetes_asyncio.client.models import (
     V1ObjectMeta,
     V1Pod,
@@ -29,7 +33,7 @@ from kubernetes_asyncio.client.models import (
     V1Toleration,
 )
 
-from pykubelet.api import pod_from_dict, to_dict
+from pykubelet.api import to_dict, yamlsafe
 from pykubelet.api.defaults import apply_pod_defaults
 from pykubelet.api.kubetypes import (
     CONFIG_FIRST_SEEN_ANNOTATION_KEY,
@@ -38,37 +42,32 @@ from pykubelet.api.kubetypes import (
     FILE_SOURCE,
     NAMESPACE_DEFAULT,
 )
-from pykubelet.api.validation import validate_pod, validate_pod_json
+from pykubelet.api.validation import decode_pod, validate_pod
+from pykubelet.api.yamlsafe import render
 from pykubelet.util import klog
+
+MAX_REPORTED_ERRORS = 20  # field errors quoted in one message; the rest are counted
 
 
 class ManifestError(ValueError):
-    """A manifest that cannot become a runnable pod; the message says why."""
+    """A manifest that cannot become a runnable pod: ``location`` (the file or URL) and
+    ``reason`` (naming the field or line at fault)."""
+
+    def __init__(self, location: str, reason: str) -> None:
+        super().__init__(f"{location}: {reason}" if location else reason)
+        self.location = location
+        self.reason = reason
 
 
-class _JSONCompatibleLoader(yaml.SafeLoader):
-    """YAML loading that keeps timestamps as strings, as a YAML-to-JSON conversion would."""
-
-
-_JSONCompatibleLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def load_document(data: bytes | str) -> Any:
+def load_document(data: bytes | str, location: str = "") -> Any:
     """Parse one YAML or JSON document; more than one document in the data is an error."""
     try:
-        documents = [d for d in yaml.load_all(data, Loader=_JSONCompatibleLoader)
-                     if d is not None]
-    except yaml.YAMLError as err:
-        # PyYAML's messages span lines (with a caret diagram); a log line wants one.
-        raise ManifestError(f"invalid YAML or JSON: {' '.join(str(err).split())}") from err
-    if not documents:
-        raise ManifestError("empty manifest")
-    if len(documents) > 1:
-        raise ManifestError(f"expected one object, found {len(documents)} YAML documents")
-    return documents[0]
+        document = yamlsafe.load_document(data)
+    except yamlsafe.DocumentError as err:
+        raise ManifestError(location, f"invalid YAML or JSON: {err}") from None
+    if document is None:
+        raise ManifestError(location, "empty manifest")
+    return document
 
 
 def rfc3339_nano(epoch_ns: int) -> str:
@@ -92,11 +91,12 @@ def static_pod_uid(pod: V1Pod, node_name: str, source: str, location: str) -> st
     canonical = json.dumps(to_dict(pod), sort_keys=True, separators=(",", ":"))
     hasher = hashlib.md5(usedforsecurity=False)
     hasher.update(canonical.encode())
+    # A file name that is not UTF-8 reaches Python with its bytes escaped: hash the bytes.
     if source == FILE_SOURCE:
-        hasher.update(f"host:{node_name}".encode())
-        hasher.update(f"file:{location}".encode())
+        hasher.update(f"host:{node_name}".encode("utf-8", "surrogateescape"))
+        hasher.update(f"file:{location}".encode("utf-8", "surrogateescape"))
     else:
-        hasher.update(f"url:{location}".encode())
+        hasher.update(f"url:{location}".encode("utf-8", "surrogateescape"))
     return hasher.hexdigest()
 
 
@@ -147,61 +147,81 @@ def apply_static_identity(pod: V1Pod, *, node_name: str, source: str, location: 
     return pod
 
 
-def _decode_pod_object(obj: Any, *, node_name: str, source: str, location: str) -> V1Pod:
-    errors = validate_pod_json(obj)
-    if errors:
-        raise ManifestError("invalid pod: " + "; ".join(errors))
-    try:
-        pod = pod_from_dict(obj)
-    except (ValueError, TypeError) as err:
-        raise ManifestError(f"invalid pod: {err}") from err
+def _field_errors(location: str, what: str, errors: list[str]) -> ManifestError:
+    shown = errors[:MAX_REPORTED_ERRORS]
+    if len(errors) > MAX_REPORTED_ERRORS:
+        shown.append(f"... and {len(errors) - MAX_REPORTED_ERRORS} more errors")
+    return ManifestError(location, f"{what}: " + "; ".join(shown))
+
+
+def _decode_pod_object(obj: Any, *, node_name: str, source: str, location: str,
+                       item: str = "") -> V1Pod:
+    what = f"{item}: invalid pod" if item else "invalid pod"
+    pod, errors = decode_pod(obj)
+    if pod is None:
+        raise _field_errors(location, what, errors)
     apply_static_identity(pod, node_name=node_name, source=source, location=location)
     apply_pod_defaults(pod)
     errors = validate_pod(pod)
     if errors:
-        raise ManifestError("invalid pod: " + "; ".join(errors))
+        raise _field_errors(location, what, errors)
     return pod
 
 
-def _kind_of(obj: Any) -> tuple[str, str]:
+def _kind_of(obj: Any, location: str, expected: str) -> tuple[str, str]:
     if not isinstance(obj, dict):
-        raise ManifestError(f"expected a Pod object, found {type(obj).__name__}")
-    return str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+        raise ManifestError(location, f"expected {expected} object, found "
+                                      f"{yamlsafe.json_type(obj)}")
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    return _text_of(api_version), _text_of(kind)
+
+
+def _text_of(value: Any) -> str:
+    """A type-meta field as text: a string as is, anything else as it would print."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return render(value)
 
 
 def decode_static_pod(data: bytes | str, *, node_name: str, source: str,
                       location: str) -> V1Pod:
-    """Decode one ``v1`` ``Pod`` manifest into a validated static pod."""
-    obj = load_document(data)
-    api_version, kind = _kind_of(obj)
+    """Decode one ``v1`` ``Pod`` manifest into a validated static pod.
+
+    Raises ``ManifestError`` (naming ``location`` and the field) for anything else; the
+    work is bounded by the document reader's limits, but may take a good fraction of a
+    second for a large manifest, so callers on the event loop run it in a thread.
+    """
+    obj = load_document(data, location)
+    api_version, kind = _kind_of(obj, location, "a Pod")
     if kind != "Pod" or api_version != "v1":
-        raise ManifestError(f"couldn't parse as pod: expected apiVersion \"v1\" and kind "
-                            f"\"Pod\", found apiVersion {api_version!r} and kind {kind!r}")
+        raise ManifestError(location, f"couldn't parse as pod: expected apiVersion \"v1\" and "
+                                      f"kind \"Pod\", found apiVersion {_quoted(api_version)} "
+                                      f"and kind {_quoted(kind)}")
     return _decode_pod_object(obj, node_name=node_name, source=source, location=location)
 
 
 def decode_static_pods(data: bytes | str, *, node_name: str, source: str,
                        location: str) -> list[V1Pod]:
     """Decode a ``Pod`` or a ``PodList``; one bad item rejects the whole list, as upstream."""
-    obj = load_document(data)
-    api_version, kind = _kind_of(obj)
+    obj = load_document(data, location)
+    api_version, kind = _kind_of(obj, location, "a Pod or PodList")
     if api_version != "v1" or kind not in ("Pod", "PodList"):
-        raise ManifestError(f"couldn't parse as a single pod or a pod list: expected "
-                            f"apiVersion \"v1\" and kind \"Pod\" or \"PodList\", found "
-                            f"apiVersion {api_version!r} and kind {kind!r}")
+        raise ManifestError(location, f"couldn't parse as a single pod or a pod list: expected "
+                                      f"apiVersion \"v1\" and kind \"Pod\" or \"PodList\", "
+                                      f"found apiVersion {_quoted(api_version)} and kind "
+                                      f"{_quoted(kind)}")
     if kind == "Pod":
         return [_decode_pod_object(obj, node_name=node_name, source=source, location=location)]
     items = obj.get("items") or []
     if not isinstance(items, list):
-        raise ManifestError("invalid pod list: items: expected a list")
-    pods = []
-    for index, item in enumerate(items):
-        try:
-            pods.append(_decode_pod_object(item, node_name=node_name, source=source,
-                                           location=location))
-        except ManifestError as err:
-            raise ManifestError(f"items[{index}]: {err}") from err
-    return pods
+        raise ManifestError(location, "invalid pod list: items: expected a list")
+    return [_decode_pod_object({} if item is None else item, node_name=node_name,
+                               source=source, location=location, item=f"items[{index}]")
+            for index, item in enumerate(items)]
+
+
+def _quoted(text: str) -> str:
+    return render(text, 64)
 
 
 __all__ = [

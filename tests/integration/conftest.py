@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pykubelet.cri import RemoteImageService, RemoteRuntimeService
-from tests.integration.kubelet_process import KubeletProcess, remove_everything
+from tests.integration.kubelet_process import KubeletProcess, running_kubelet
 from tests.testbed import Testbed
 
 REQUEST_TIMEOUT = 30.0
@@ -37,10 +37,5 @@ async def images(testbed: Testbed) -> AsyncIterator[RemoteImageService]:
 @pytest.fixture
 def kubelet(testbed: Testbed, tmp_path: Path) -> Iterator[KubeletProcess]:
     """A running pykubelet on the testbed; its pods are removed afterwards."""
-    process = KubeletProcess(tmp_path, testbed.endpoint)
-    process.start()
-    try:
+    with running_kubelet(tmp_path, testbed.endpoint) as process:
         yield process
-    finally:
-        process.stop()
-        remove_everything(testbed.endpoint)

@@ -9,23 +9,29 @@ the process talks to the testbed's containerd.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pykubelet.cm.cgroups import CgroupError, CgroupManager, parse_cgroupfs_name
 from pykubelet.cri.runtime import RemoteRuntimeService
 
 NODE_NAME = "e2e-node"
+# cgroupRoots created by this test process, removed by remove_everything.
+_CGROUP_ROOTS: set[str] = set()
 
 
 def free_port() -> int:
@@ -67,8 +73,19 @@ class KubeletProcess:
             "podLogsDir": str(self.logs_dir),
             "containerRuntimeEndpoint": endpoint,
             "syncFrequency": "10s",
+            # The test machines run cgroup v1, which the default (true) refuses.
+            "failCgroupV1": False,
+            # Each kubelet owns a private cgroup tree: kubelets of parallel tests must
+            # never see (and clean up) each other's pod cgroups.
+            "cgroupRoot": f"/pykubelet-e2e-{secrets.token_hex(4)}",
         }
         config.update(extra_config or {})
+        self.cgroup_root = str(config.get("cgroupRoot") or "")
+        if self.cgroup_root and self.cgroup_root != "/":
+            # The cgroupRoot must exist before the kubelet starts (as upstream requires),
+            # also for tests that run this configuration in their own process.
+            CgroupManager().create(parse_cgroupfs_name(self.cgroup_root))
+            _CGROUP_ROOTS.add(self.cgroup_root)
         self.config_path = base / "kubelet.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.extra_args = extra_args or []
@@ -97,10 +114,13 @@ class KubeletProcess:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
-            return self.process.wait(timeout)
+            code = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            return self.process.wait(5)
+            code = self.process.wait(5)
+        _remove_cgroup_root_if_empty(self.cgroup_root)
+        return code
+
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
@@ -227,6 +247,27 @@ def exec_in(endpoint: str, container_id: str, *command: str) -> int:
     return asyncio.run(run())
 
 
+def _remove_cgroup_root_if_empty(root: str) -> None:
+    """A stopped kubelet's tree goes at once when no pod outlived it (none was adopted)."""
+    if root not in _CGROUP_ROOTS:
+        return
+    cgroups = CgroupManager()
+    name = parse_cgroupfs_name(root)
+    with contextlib.suppress(CgroupError, OSError):
+        if not cgroups.pids(name):
+            cgroups.destroy(name)
+            _CGROUP_ROOTS.discard(root)
+
+
+@atexit.register
+def _remove_cgroup_roots() -> None:
+    """Whatever a test left (pods that outlived their kubelet) goes with the test process."""
+    for root in sorted(_CGROUP_ROOTS):
+        with contextlib.suppress(CgroupError, OSError):
+            CgroupManager().destroy(parse_cgroupfs_name(root))
+    _CGROUP_ROOTS.clear()
+
+
 def remove_everything(endpoint: str) -> None:
     """Stop and remove every sandbox in the testbed, so tests do not leak pods."""
 
@@ -241,3 +282,22 @@ def remove_everything(endpoint: str) -> None:
             await service.close()
 
     asyncio.run(clean())
+    # The kubelets' private cgroup trees go once their pods are gone (pods outlive a
+    # kubelet restart, so a stopped kubelet's tree stays until here).
+    for root in sorted(_CGROUP_ROOTS):
+        with contextlib.suppress(CgroupError):
+            CgroupManager().destroy(parse_cgroupfs_name(root))
+    _CGROUP_ROOTS.clear()
+
+
+@contextlib.contextmanager
+def running_kubelet(base: Path, endpoint: str,
+                    extra_config: dict[str, Any] | None = None) -> Iterator[KubeletProcess]:
+    """A started pykubelet; stopped, and every pod of the testbed removed, afterwards."""
+    process = KubeletProcess(base, endpoint, extra_config=extra_config)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        remove_everything(endpoint)

@@ -9,9 +9,12 @@ and Prometheus use. Strangers are turned away.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import ssl
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -52,7 +55,10 @@ UPSTREAM_METRIC_NAMES = [
     "kubelet_run_podsandbox_duration_seconds", "kubelet_http_requests_total",
     "kubelet_http_requests_duration_seconds", "kubelet_http_inflight_requests",
     "kubelet_certificate_manager_client_ttl_seconds",
-    "kubelet_certificate_manager_server_ttl_seconds", "rest_client_requests_total",
+    "kubelet_certificate_manager_server_ttl_seconds",
+    "kubelet_certificate_manager_server_rotation_seconds",
+    "kubelet_certificate_manager_client_expiration_renew_errors",
+    "kubelet_server_expiration_renew_errors", "rest_client_requests_total",
     "rest_client_request_duration_seconds", "process_cpu_seconds_total",
     "process_resident_memory_bytes", "process_start_time_seconds", "process_open_fds",
 ]
@@ -319,6 +325,42 @@ async def test_port_forward_reaches_httpd_over_websocket(
     assert b"hello-from-httpd" in received[0]
 
 
+async def test_port_forward_over_base64_websocket_with_two_ports(
+        node: Node, session: aiohttp.ClientSession) -> None:
+    """``v4.base64.channel.k8s.io`` (text frames: channel digit, then base64), two ports:
+    channels 0/1 carry 8080's data and errors, 2/3 those of 8081, where nothing listens."""
+    received: dict[str, bytes] = {}
+    async with session.ws_connect(
+            node.url + f"/portForward/default/{HTTPD}?port=8080&port=8081",
+            protocols=["v4.base64.channel.k8s.io"], ssl=node.ssl(node.admin)) as ws:
+        assert ws.protocol == "v4.base64.channel.k8s.io"
+        hellos = {}
+        for _ in range(4):
+            message = await asyncio.wait_for(ws.receive(), 10)
+            assert message.type == aiohttp.WSMsgType.TEXT, message
+            hellos[message.data[0]] = struct.unpack("<H", base64.b64decode(message.data[1:]))[0]
+        assert hellos == {"0": 8080, "1": 8080, "2": 8081, "3": 8081}
+        await ws.send_str("0" + base64.b64encode(b"GET /index.html HTTP/1.0\r\n\r\n").decode())
+        deadline = time.monotonic() + 10
+        while (b"hello-from-httpd" not in received.get("0", b"") or "3" not in received) \
+                and time.monotonic() < deadline:
+            message = await asyncio.wait_for(ws.receive(), 10)
+            if message.type != aiohttp.WSMsgType.TEXT:
+                break
+            channel = message.data[0]
+            received[channel] = received.get(channel, b"") + base64.b64decode(message.data[1:])
+    assert b" 200 OK" in received["0"] and b"hello-from-httpd" in received["0"], received
+    assert received["3"].startswith(b"error forwarding port 8081 to pod"), received
+
+
+async def test_port_forward_over_websocket_needs_a_port(node: Node,
+                                                        session: aiohttp.ClientSession) -> None:
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await session.ws_connect(node.url + f"/portForward/default/{HTTPD}",
+                                 protocols=["v4.channel.k8s.io"], ssl=node.ssl(node.admin))
+    assert refused.value.status == 400
+
+
 async def test_stats_summary_holds_real_figures(node: Node,
                                                 session: aiohttp.ClientSession) -> None:
     await get(session, node, "/stats/summary")  # a first reading for CPU rates
@@ -418,3 +460,25 @@ async def test_read_only_port_serves_only_the_unauthenticated_subset(
                 405, "Debug endpoints are disabled.\n"), path
     async with session.get(base + "/configz") as response:
         assert response.status == 404
+
+
+def test_server_tls_bootstrap_without_an_api_server_is_a_clear_error(
+        testbed: Testbed, tmp_path: Path) -> None:
+    """No API server to issue the serving certificate: the kubelet says so and exits 1."""
+    kubelet = KubeletProcess(tmp_path, testbed.endpoint, extra_config={"serverTLSBootstrap": True})
+    log = open(kubelet.log_file, "ab")  # noqa: SIM115 - handed to the child process
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pykubelet", "--config", str(kubelet.config_path),
+         "--root-dir", str(kubelet.root), "--cert-dir", str(kubelet.cert_dir)],
+        stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    try:
+        assert process.wait(60) == 1
+    finally:
+        # It never gets as far as running pods: nothing to remove from the runtime.
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "starting the kubelet server: serverTLSBootstrap needs an API server" in (
+        kubelet.log_text()), kubelet.log_text()[-2000:]
+    assert not (kubelet.cert_dir / "kubelet.crt").exists()

@@ -30,6 +30,7 @@ from pykubelet.kuberuntime import (
     RuntimeManagerOptions,
     compute_pod_actions,
 )
+from pykubelet.kuberuntime.gc import ContainerGC, GCPolicy
 from pykubelet.util.backoff import Backoff
 from tests.testbed import POD_SUBNET, Testbed
 
@@ -436,7 +437,8 @@ async def test_garbage_collection_removes_dead_pods_and_keeps_live_ones(node: No
                  / f"default_{dead.metadata.name}_{dead.metadata.uid}")
     assert dead_logs.exists()
 
-    await node.manager.garbage_collect_dead({live.metadata.uid})
+    gc = ContainerGC(node.manager, DeletedPods({dead.metadata.uid}))
+    await gc.garbage_collect(all_sources_ready=True)
 
     dead_status = await node.status(dead)
     assert dead_status.container_statuses == [] and dead_status.sandbox_statuses == []
@@ -445,3 +447,41 @@ async def test_garbage_collection_removes_dead_pods_and_keeps_live_ones(node: No
     # Only the newest finished run of the live pod's container is kept, and its sandbox.
     assert [s.restart_count for s in live_status.container_statuses] == [2]
     assert len(live_status.sandbox_statuses) == 1
+
+
+async def test_garbage_collection_enforces_the_total_and_the_died_event_deletor(
+        node: Node) -> None:
+    crashing = [node.pod([sh("a", "exit 1")]), node.pod([sh("b", "exit 1")])]
+    node.manager = node.new_manager(backoff=Backoff(0.1, 0.2, time.time))
+    for run in range(3):
+        for pod in crashing:
+            assert (await node.sync(pod)).error() is None
+        for pod in crashing:
+            await node.wait_exited(pod, pod.spec.containers[0].name, run)
+        await asyncio.sleep(0.3)
+    # Three dead instances each. The per-event deletor keeps the newest one of "a".
+    status = await node.status(crashing[0])
+    newest = max(status.container_statuses, key=lambda c: c.created_at)
+    gc = ContainerGC(node.manager, DeletedPods(set()),
+                     GCPolicy(max_per_pod_container=-1, max_containers=1))
+    removed = await gc.delete_containers_in_pod(newest.id.id, status, remove_all=False)
+    assert len(removed) == 2
+    assert [c.id for c in (await node.status(crashing[0])).container_statuses] == [newest.id]
+    # A total of one: the groups keep one each at first, then the oldest overall goes.
+    await gc.garbage_collect(all_sources_ready=True)
+    left = [(await node.status(p)).container_statuses for p in crashing]
+    assert sum(len(c) for c in left) == 1
+    assert left[1] and left[1][0].restart_count == 2  # b's last run was created last
+
+
+class DeletedPods:
+    """The pod workers' verdicts, for pods this test deleted."""
+
+    def __init__(self, deleted: set[str]) -> None:
+        self.deleted = deleted
+
+    def should_pod_content_be_removed(self, uid: str) -> bool:
+        return uid in self.deleted
+
+    def should_pod_runtime_be_removed(self, uid: str) -> bool:
+        return uid in self.deleted

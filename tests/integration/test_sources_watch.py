@@ -21,6 +21,7 @@ from aiohttp import web
 from pykubelet.api.kubetypes import PodOperation, PodUpdate
 from pykubelet.sources.file import StaticPodFileSource
 from pykubelet.sources.http import StaticPodURLSource
+from tests.unit.hostile_input import heavy_manifest, hostile_manifests
 
 NODE = "node-1"
 
@@ -141,6 +142,36 @@ async def test_breaking_a_manifest_drops_its_pod_and_says_why(
                for r in logs.records)
 
 
+async def test_rewriting_a_manifest_in_place_never_drops_its_pod(
+        tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    # "echo ... > web.yaml" truncates first: the watch sees an empty, then a half-written
+    # file before the whole one. Those in-between states must not stop the pod.
+    path = tmp_path / "web.yaml"
+    path.write_text(manifest("web"))
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(path.parent), NODE, updates, check_frequency=60))
+    await next_update(updates, lambda u: names(u) == ["web-node-1"])
+    await asyncio.sleep(0.3)
+
+    text = manifest("web", image="busybox:1.37")
+    with open(path, "w") as rewritten:
+        rewritten.flush()
+        await asyncio.sleep(0.03)
+        rewritten.write(text[:len(text) // 2])
+        rewritten.flush()
+        await asyncio.sleep(0.03)
+        rewritten.write(text[len(text) // 2:])
+    seen: list[PodUpdate] = []
+    while not any(c.image == "busybox:1.37" for u in seen for p in u.pods
+                  for c in p.spec.containers):
+        seen.append(await asyncio.wait_for(updates.get(), 3))
+    await asyncio.sleep(0.3)
+    while not updates.empty():
+        seen.append(updates.get_nowait())
+    assert [names(u) for u in seen] == [["web-node-1"]] * len(seen)
+    assert not [r for r in logs.records if r.levelno == logging.ERROR]
+
+
 async def test_new_and_deleted_files(tmp_path: Path, running: Any) -> None:
     (tmp_path / "keep.yaml").write_text(manifest("keep"))
     updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
@@ -219,6 +250,77 @@ async def test_periodic_reread_catches_what_the_watch_cannot(tmp_path: Path,
     await next_update(
         updates, lambda u: bool(u.pods) and u.pods[0].metadata.uid != first.pods[0].metadata.uid,
         timeout=3)
+
+
+class LoopLag:
+    """The longest the event loop went without running a 10 ms ticker."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self.task = asyncio.create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            started = time.monotonic()
+            await asyncio.sleep(0.01)
+            self.worst = max(self.worst, time.monotonic() - started - 0.01)
+
+    def stop(self) -> float:
+        self.task.cancel()
+        return self.worst
+
+
+async def test_hostile_manifests_beside_good_ones_neither_block_the_loop_nor_the_good_pods(
+        tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    (tmp_path / "good.yaml").write_text(manifest("good"))
+    (tmp_path / "heavy.yaml").write_text(heavy_manifest("heavy"))
+    for name, data in hostile_manifests().items():
+        (tmp_path / name).write_bytes(data)
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    lag = LoopLag()
+    started = time.monotonic()
+    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
+    first = await next_update(updates, timeout=30)
+    decode_time = time.monotonic() - started
+    worst = lag.stop()
+    print(f"decoding the directory took {decode_time:.2f}s; the loop's longest stall was "
+          f"{worst * 1000:.0f} ms")
+    assert names(first) == ["good-node-1", "heavy-node-1"]
+    assert worst < 0.5, f"the event loop stalled for {worst:.3f}s while manifests decoded"
+    errors = "\n".join(r.getMessage() for r in logs.records if r.levelno == logging.ERROR)
+    for name, reason in (("fanout.yaml", "excessive aliasing"), ("deep.yaml", "nesting deeper"),
+                         ("binary.yaml", "not valid UTF-8"), ("huge.yaml", "larger than"),
+                         ("heavy-but-bad.yaml", "args[0]: Invalid value: 1: expected a string")):
+        assert any(name in line and reason in line for line in errors.splitlines()), (name,
+                                                                                       errors)
+
+
+async def test_a_failed_manifest_is_decoded_again_only_when_it_changes(
+        tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pykubelet.sources import file as file_source
+
+    decoded: list[str] = []
+    real = file_source.decode_static_pod
+
+    def counting(data: bytes, **kwargs: Any) -> Any:
+        decoded.append(os.path.basename(kwargs["location"]))
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(file_source, "decode_static_pod", counting)
+    (tmp_path / "bad.yaml").write_text(manifest("bad", image=""))
+    (tmp_path / "good.yaml").write_text(manifest("good"))
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=0.3))
+    await next_update(updates)
+    await asyncio.sleep(1.2)  # several periodic re-reads
+    assert decoded.count("bad.yaml") == 1
+    assert decoded.count("good.yaml") > 1
+    # Every re-read still reports the bad file.
+    assert sum("bad.yaml" in r.getMessage() and "image: Required value" in r.getMessage()
+               for r in logs.records) > 1
+    (tmp_path / "bad.yaml").write_text(manifest("bad", image="busybox:1.36"))
+    await next_update(updates, lambda u: names(u) == ["bad-node-1", "good-node-1"], timeout=3)
 
 
 # --- URL source ----------------------------------------------------------------------------------
@@ -333,3 +435,25 @@ async def test_empty_body_clears_the_pods(server: ManifestServer, running: Any) 
     assert (await next_update(updates, timeout=2)).pods == []
     server.body = manifest("going").encode()
     assert names(await next_update(updates, lambda u: bool(u.pods), timeout=2)) == ["going-node-1"]
+
+
+async def test_hostile_url_bodies_are_named_errors_and_the_loop_keeps_running(
+        server: ManifestServer, logs: pytest.LogCaptureFixture, running: Any) -> None:
+    server.body = manifest("stable").encode()
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodURLSource(server.url, {}, NODE, updates, check_frequency=0.1))
+    assert names(await next_update(updates)) == ["stable-node-1"]
+    lag = LoopLag()
+    for name, body in hostile_manifests().items():
+        if name == "huge.yaml":
+            continue  # refused while reading, before any decoding
+        logs.clear()
+        server.body = body
+        deadline = time.monotonic() + 10
+        while not any("Failed to read pods from URL" in r.getMessage() for r in logs.records):
+            assert time.monotonic() < deadline, name
+            await asyncio.sleep(0.05)
+        assert server.url in logs.text
+    worst = lag.stop()
+    assert updates.empty(), "a bad body must not replace the pods"
+    assert worst < 0.5, f"the event loop stalled for {worst:.3f}s"

@@ -30,6 +30,7 @@ from tests.integration.kubelet_process import (
     runtime_view,
 )
 from tests.testbed import POD_SUBNET, Testbed
+from tests.unit.hostile_input import hostile_manifests
 
 pytestmark = pytest.mark.containerd
 
@@ -393,3 +394,52 @@ def test_host_port_reaches_the_container(kubelet: KubeletProcess, testbed: Testb
             return str(reply.read().decode())
 
     assert "served-by-pod" in kubelet.wait_for(fetch, 30, "page through the host port")
+
+
+def test_hostile_manifests_leave_good_pods_running_and_healthz_answering(
+        tmp_path: Path, testbed: Testbed) -> None:
+    """Hostile files beside good ones: the good pods keep running and probing, and healthz
+    answers within a second throughout, across several periodic re-reads of the directory."""
+    kubelet = KubeletProcess(tmp_path, testbed.endpoint, extra_config={"fileCheckFrequency": "2s"})
+    kubelet.start()
+    try:
+        probe = {"exec": {"command": ["true"]}, "periodSeconds": 1}
+        kubelet.write_pod(busybox_pod("steady", [{**sleeper("c"), "readinessProbe": probe}],
+                                      testbed.busybox_image))
+        kubelet.write_pod(busybox_pod("other", [sleeper("c")], testbed.busybox_image))
+        for name in ("steady", "other"):
+            kubelet.wait_for(lambda name=name: kubelet.container_status(name, "c").get("ready"),
+                             60, f"{name} ready")
+
+        for name, data in hostile_manifests().items():
+            (kubelet.manifests / name).write_bytes(data)
+        worst = 0.0
+        deadline = time.monotonic() + 15
+        round_ = 0
+        while time.monotonic() < deadline:
+            round_ += 1
+            if round_ % 10 == 0:  # new content defeats the decoded-failure cache
+                (kubelet.manifests / "heavy-but-bad.yaml").write_bytes(
+                    f"# {round_}\n".encode() + hostile_manifests()["heavy-but-bad.yaml"])
+            started = time.monotonic()
+            answer = kubelet.healthz()
+            took = time.monotonic() - started
+            worst = max(worst, took)
+            assert answer == "ok" and took < 1.0, (answer, took)
+            time.sleep(0.1)
+        print(f"healthz: worst answer {worst * 1000:.0f} ms over {round_} requests")
+
+        for name in ("steady", "other"):
+            status = kubelet.container_status(name, "c")
+            assert status.get("ready") and status["restartCount"] == 0, status
+        assert {p["metadata"]["name"] for p in kubelet.pods()} == {
+            "steady-e2e-node", "other-e2e-node"}
+        log = kubelet.log_text()
+        for name, reason in (("fanout.yaml", "excessive aliasing"),
+                             ("deep.yaml", "nesting deeper"),
+                             ("binary.yaml", "not valid UTF-8"), ("huge.yaml", "larger than"),
+                             ("heavy-but-bad.yaml", "expected a string")):
+            assert any(name in line and reason in line for line in log.splitlines()), name
+    finally:
+        kubelet.stop()
+        remove_everything(testbed.endpoint)

@@ -17,6 +17,7 @@ from kubernetes_asyncio.client import (
     V1CertificateSigningRequestCondition,
     V1CertificateSigningRequestSpec,
     V1CertificateSigningRequestStatus,
+    V1NodeAddress,
     V1ObjectMeta,
 )
 
@@ -30,8 +31,18 @@ from pykubelet.certificate.csr import (
     node_subject,
     private_key_pem,
 )
-from pykubelet.certificate.manager import ClientCertificateManager, rotation_deadline
-from pykubelet.certificate.store import CertificateStoreError, FileStore, load_key_pair
+from pykubelet.certificate.manager import (
+    ClientCertificateManager,
+    ServerCertificateManager,
+    rotation_deadline,
+    serving_template,
+)
+from pykubelet.certificate.store import (
+    KUBELET_SERVER_PREFIX,
+    CertificateStoreError,
+    FileStore,
+    load_key_pair,
+)
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -144,3 +155,73 @@ def test_a_certificate_for_another_node_is_rotated_now(tmp_path: Path) -> None:
     manager = ClientCertificateManager(store, "n1", None,  # type: ignore[arg-type]
                                        lambda _: None, clock=lambda: NOW)
     assert manager.next_rotation_deadline() == NOW
+
+
+# -- the serving certificate (serverTLSBootstrap) -------------------------------------------
+
+
+def _addresses(*pairs: tuple[str, str]) -> list[V1NodeAddress]:
+    return [V1NodeAddress(type=kind, address=value) for kind, value in pairs]
+
+
+def test_serving_template_names_the_node_addresses() -> None:
+    assert serving_template("n1", _addresses(("Hostname", "n1"))) is None  # no IP yet
+    template = serving_template("n1", _addresses(
+        ("InternalIP", "10.0.0.7"), ("Hostname", "n1"), ("ExternalDNS", "n1.example.com"),
+        ("ExternalIP", "203.0.113.9"), ("InternalIP", "10.0.0.7"), ("InternalDNS", "")))
+    assert template is not None
+    assert template.subject == node_subject("n1")
+    assert template.dns_names == ("n1", "n1.example.com")
+    assert template.ip_addresses == ("10.0.0.7", "203.0.113.9")
+
+    key = new_private_key()
+    request = x509.load_pem_x509_csr(make_csr(key, template.subject, template.dns_names,
+                                              template.ip_addresses))
+    sans = request.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["n1", "n1.example.com"]
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == [
+        "10.0.0.7", "203.0.113.9"]
+    assert request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == (
+        "system:node:n1")
+
+
+def _signed_with_sans(node: str, dns: list[str], ips: list[str]) -> tuple[bytes, bytes]:
+    key = new_private_key()
+    request = x509.load_pem_x509_csr(make_csr(key, node_subject(node), dns, ips))
+    ca_key = new_private_key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
+    sans = request.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    certificate = (x509.CertificateBuilder().subject_name(request.subject).issuer_name(ca_name)
+                   .public_key(request.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(NOW).not_valid_after(NOW + datetime.timedelta(days=1))
+                   .add_extension(sans, critical=False).sign(ca_key, hashes.SHA256()))
+    return certificate.public_bytes(Encoding.PEM), private_key_pem(key)
+
+
+def test_serving_certificate_is_renewed_when_the_node_addresses_change(tmp_path: Path) -> None:
+    store = FileStore(str(tmp_path), KUBELET_SERVER_PREFIX)
+    pair = store.update(*_signed_with_sans("n1", ["n1"], ["10.0.0.7"]))
+    assert os.path.basename(pair.path) == "kubelet-server-current.pem"
+    addresses = _addresses(("InternalIP", "10.0.0.7"), ("Hostname", "n1"))
+    manager = ServerCertificateManager(store, "n1", lambda: addresses, None,  # type: ignore[arg-type]
+                                       lambda _: None, clock=lambda: NOW, fraction=lambda: 0.8)
+    assert manager.next_rotation_deadline() == NOW + datetime.timedelta(days=0.8)
+    addresses.append(V1NodeAddress(type="ExternalIP", address="203.0.113.9"))
+    assert manager.next_rotation_deadline() == NOW
+    # Before the node's addresses are known the certificate is kept as it is.
+    addresses.clear()
+    assert manager.next_rotation_deadline() == NOW + datetime.timedelta(days=0.8)
+    assert manager.ttl_seconds() == 86400.0
+
+
+async def test_no_serving_certificate_is_asked_for_before_the_node_has_an_ip(
+        tmp_path: Path) -> None:
+    async def no_client(_: object) -> object:
+        raise AssertionError("no request expected without a template")
+
+    manager = ServerCertificateManager(FileStore(str(tmp_path), KUBELET_SERVER_PREFIX), "n1",
+                                       lambda: _addresses(("Hostname", "n1")),
+                                       no_client,  # type: ignore[arg-type]
+                                       lambda _: None)
+    assert manager.current() is None and manager.ttl_seconds() == float("inf")
+    assert await manager.rotate_certs() is False

@@ -72,7 +72,7 @@ def resolv(tmp_path: Path) -> str:
 def sandbox_opts(resolv: str, tmp_path: Path) -> SandboxOptions:
     return SandboxOptions(pod_logs_dir=str(tmp_path / "logs"), cluster_dns=["10.96.0.10"],
                           cluster_domain="cluster.local", resolv_conf=resolv,
-                          cgroup_parent="/kubepods/burstable/poduid-1")
+                          pod_cgroup_parent=lambda p: f"/kubepods/burstable/pod{p.metadata.uid}")
 
 
 @pytest.fixture

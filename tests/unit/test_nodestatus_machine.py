@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from pykubelet.api.quantity import parse_quantity
+from pykubelet.cm.cgroups import CgroupManager
+from pykubelet.cm.manager import Capacity, ContainerManager, NodeConfig
+from pykubelet.config.units import parse_eviction_thresholds
 from pykubelet.nodestatus.machine import (
     MachineInfo,
     parse_cpu_list,
@@ -17,9 +20,9 @@ from pykubelet.nodestatus.machine import (
 )
 from pykubelet.nodestatus.resources import (
     MachineResources,
+    allocatable_status,
     format_resources,
     hugepage_resource_name,
-    threshold_quantity,
 )
 
 GIB = 1024**3
@@ -69,14 +72,18 @@ def test_os_release_without_pretty_name() -> None:
     assert parse_os_release('NAME="x"\n') == "Linux"
 
 
-def test_allocatable_reservation_sums_reserved_and_hard_eviction() -> None:
+def test_allocatable_is_capacity_less_the_container_managers_reservation() -> None:
     machine = MachineInfo(num_cores=4, memory_capacity=16 * GIB, hugepages={2 * 1024**2: 512})
-    resources = MachineResources(
-        machine, ephemeral_storage=100 * GIB,
-        system_reserved={"cpu": "100m", "memory": "500Mi", "pid": "100"},
-        kube_reserved={"cpu": "200m", "memory": "1Gi", "ephemeral-storage": "1Gi"},
-        eviction_hard={"memory.available": "100Mi", "nodefs.available": "10%",
-                       "imagefs.available": "15%"})
+    hard = parse_eviction_thresholds({"memory.available": "100Mi", "nodefs.available": "10%",
+                                      "imagefs.available": "15%"}, {}, {}, {})
+    manager = ContainerManager(
+        NodeConfig(system_reserved={"cpu": "100m", "memory": "500Mi", "pid": "100"},
+                   kube_reserved={"cpu": "200m", "memory": "1Gi", "ephemeral-storage": "1Gi"},
+                   hard_eviction_thresholds=hard),
+        CgroupManager("cgroupfs"),
+        Capacity({"cpu": Fraction(4000), "memory": Fraction(16 * GIB),
+                  "ephemeral-storage": Fraction(100 * GIB)}))
+    resources = MachineResources(machine, 100 * GIB, manager.allocatable_reservation)
     capacity = resources.capacity()
     assert format_resources(capacity) == {
         "cpu": "4", "memory": "16Gi", "hugepages-2Mi": "1Gi", "ephemeral-storage": "100Gi"}
@@ -86,11 +93,12 @@ def test_allocatable_reservation_sums_reserved_and_hard_eviction() -> None:
     # 10% of the filesystem, computed in float32 as upstream does, plus kubeReserved.
     assert reservation["ephemeral-storage"] == GIB + int(100 * GIB * 0.10000000149011612)
     assert "pid" not in reservation
-
-
-def test_threshold_quantities() -> None:
-    assert threshold_quantity("100Mi", Fraction(GIB)) == 100 * 1024**2
-    assert threshold_quantity("50%", Fraction(1000)) == 500
+    # What a node without a status yet offers to admission: the same rule, pods included,
+    # and the memory held in huge pages left out.
+    allocatable = allocatable_status(resources, 7)
+    assert allocatable["cpu"] == "3700m"
+    assert allocatable["pods"] == "7"
+    assert parse_quantity(allocatable["memory"]) == 16 * GIB - parse_quantity("1624Mi") - GIB
 
 
 def test_hugepage_names() -> None:

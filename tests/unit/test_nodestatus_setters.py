@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from fractions import Fraction
 
 import pytest
 from kubernetes_asyncio.client import V1Node, V1NodeCondition, V1NodeStatus, V1ObjectMeta
@@ -121,8 +122,9 @@ async def test_machine_info_capacity_allocatable_and_reboot() -> None:
     events: list[tuple[str, str, str]] = []
     machine = MachineInfo(num_cores=2, memory_capacity=8 * GIB, hugepages={2 * 1024**2: 256},
                           machine_id="m", boot_id="boot-2")
-    resources = MachineResources(machine, 50 * GIB, system_reserved={"cpu": "500m"},
-                                 eviction_hard={"memory.available": "100Mi"})
+    # The container manager's reservation: 500m systemReserved cpu, 100Mi hard eviction.
+    resources = MachineResources(
+        machine, 50 * GIB, lambda: {"cpu": Fraction(1, 2), "memory": Fraction(100 * 2**20)})
     n = node()
     n.status.node_info = None
     n.status.capacity = {"example.com/dongle": "3"}

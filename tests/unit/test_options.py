@@ -182,10 +182,11 @@ def test_help_marks_flags_accepted_but_not_acted_on() -> None:
     mark = "[not acted on yet]"
     assert f"Flags marked {mark} are accepted" in text
     # Config-field flags follow the start-up list of fields acted on...
-    for flag in ("--eviction-hard", "--cpu-manager-policy", "--kube-reserved-cgroup"):
+    for flag in ("--cpu-manager-policy", "--hairpin-mode"):
         assert mark in help_entry(text, flag), flag
     for flag in ("--pod-manifest-path", "--max-pods", "--cluster-dns", "--sync-frequency",
-                 "--kube-reserved", "--node-status-update-frequency"):
+                 "--eviction-hard", "--kube-reserved", "--maximum-dead-containers",
+                 "--node-status-update-frequency"):
         assert mark not in help_entry(text, flag), flag
     # ...and node-local flags carry their own mark.
     for flag in ("--cloud-provider", "--image-credential-provider-config"):
@@ -196,11 +197,12 @@ def test_help_marks_flags_accepted_but_not_acted_on() -> None:
 
 
 def test_settings_not_acted_on_name_file_fields_and_given_flags(tmp_path: Path) -> None:
-    path = config_file(tmp_path, "evictionHard: {memory.available: 100Mi}\nmaxPods: 20\n")
+    path = config_file(tmp_path, "hairpinMode: hairpin-veth\nevictionHard: "
+                                 "{memory.available: 100Mi}\nmaxPods: 20\n")
     server = run(f"--config={path}", "--cloud-provider=external", "--cpu-manager-policy",
-                 "static", "--root-dir=/var/lib/pyk", "--max-pods=9",
-                 "--kubeconfig=/etc/kubelet.conf")
-    assert not_acted_on(server) == ["evictionHard", "--cloud-provider", "--cpu-manager-policy"]
+                 "static", "--root-dir=/var/lib/pyk", "--max-pods=9", "--eviction-hard",
+                 "memory.available<200Mi", "--kubeconfig=/etc/kubelet.conf")
+    assert not_acted_on(server) == ["hairpinMode", "--cloud-provider", "--cpu-manager-policy"]
     assert not_acted_on(run("--root-dir=/var/lib/pyk")) == []
 
 

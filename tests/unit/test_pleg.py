@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 import pytest
@@ -283,3 +284,30 @@ async def test_run_relists_periodically_until_cancelled(runtime: FakeRuntime,
     await asyncio.sleep(0.05)
     assert pleg.relist_count == count
     assert pleg.healthy()[0]
+
+
+async def test_a_requested_relist_does_not_wait_for_the_period(runtime: FakeRuntime,
+                                                               cache: PodCache) -> None:
+    pleg = GenericPLEG(runtime, cache, relist_period=60.0)
+    task = asyncio.create_task(pleg.run())
+    try:
+        await until_relisted(pleg, 1)
+        runtime.containers["p1"] = {"c1": ContainerState.RUNNING}
+        await asyncio.sleep(0.05)
+        assert pleg.relist_count == 1  # the next periodic relist is a minute away
+        # A pod worker that cannot wait: the cache asks its writer for a relist.
+        reader = asyncio.ensure_future(cache.get_newer_than("p1", time.monotonic(),
+                                                            refresh=True))
+        status, _ = await asyncio.wait_for(reader, 1)
+        assert pleg.relist_count == 2
+        assert status is not None and [c.id.id for c in status.container_statuses] == ["c1"]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def until_relisted(pleg: GenericPLEG, count: int) -> None:
+    async with asyncio.timeout(1):
+        while pleg.relist_count < count:
+            await asyncio.sleep(0.005)

@@ -88,3 +88,21 @@ async def test_get_newer_than_blocks_before_first_relist() -> None:
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(cache.get_newer_than("a", 0.0), 0.05)
 
+
+
+async def test_a_reader_that_must_wait_can_ask_for_a_refresh() -> None:
+    cache = PodCache()
+    asked: list[str] = []
+    cache.set_refresher(lambda: asked.append("now"))
+    cache.set("a", PodStatus(id="a", name="fresh"), None, 10.0)
+    await asyncio.wait_for(cache.get_newer_than("a", 5.0, refresh=True), 1)
+    assert asked == []  # fresh enough: nothing to ask for
+
+    plain = asyncio.ensure_future(cache.get_newer_than("a", 20.0))
+    await asyncio.sleep(0.01)
+    assert asked == []
+    hurried = asyncio.ensure_future(cache.get_newer_than("a", 20.0, refresh=True))
+    await asyncio.sleep(0.01)
+    assert asked == ["now"] and not hurried.done()
+    cache.update_time(21.0)
+    await asyncio.wait_for(asyncio.gather(plain, hurried), 1)

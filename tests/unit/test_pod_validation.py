@@ -11,7 +11,7 @@ import pytest
 from pykubelet.api import pod_from_dict
 from pykubelet.api.defaults import apply_pod_defaults
 from pykubelet.api.quantity import parse_quantity
-from pykubelet.api.validation import validate_pod, validate_pod_json
+from pykubelet.api.validation import decode_pod, validate_pod
 
 GOOD: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Pod",
@@ -138,18 +138,18 @@ def test_json_shape_names_missing_and_mistyped_fields() -> None:
     del app(data)["name"]
     app(data)["ports"][0]["containerPort"] = "80"
     data["spec"]["volumes"] = {"name": "data"}
-    errors = validate_pod_json(data)
+    errors = decode_pod(data)[1]
     assert "spec.containers[0].name: Required value" in errors
     assert 'spec.containers[0].ports[0].containerPort: Invalid value: "80": expected an integer' \
         in errors
     assert "spec.volumes: Invalid value: object: expected a list" in errors
-    assert validate_pod_json(GOOD) == []
+    assert decode_pod(GOOD)[1] == []
 
 
 def test_json_shape_accepts_bare_numbers_as_quantities() -> None:
     data = copy.deepcopy(GOOD)
     app(data)["resources"] = {"limits": {"cpu": 1, "memory": 1e9}}
-    assert validate_pod_json(data) == []
+    assert decode_pod(data)[1] == []
 
 
 @pytest.mark.parametrize(("text", "value"), [

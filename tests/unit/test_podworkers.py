@@ -361,6 +361,33 @@ async def test_worker_never_syncs_on_state_older_than_its_last_sync(
         await workers.stop()
 
 
+async def test_a_kill_asks_for_fresh_state_instead_of_waiting_a_relist_period(
+        syncer: FakeSyncer, cache: PodCache) -> None:
+    refreshes: list[float] = []
+
+    def refresh() -> None:  # plays a PLEG that relists when asked
+        refreshes.append(time.monotonic())
+        cache.update_time(time.monotonic())
+
+    workers = PodWorkers(syncer, cache, resync_interval=60.0, backoff_period=10.0)
+    try:
+        cache.update_time(time.monotonic())
+        for uid in ("a", "b"):
+            workers.update_pod(update(make_pod(uid), SyncPodType.CREATE))
+            await until(lambda uid=uid: len(syncer.calls("sync_pod_end", uid)) == 1)
+        cache.set_refresher(refresh)
+
+        workers.update_pod(update(make_pod("a", "v2")))
+        await settle()
+        # An update still waits for the PLEG's next relist.
+        assert refreshes == [] and len(syncer.calls("sync_pod", "a")) == 1
+        workers.update_pod(update(make_pod("b"), SyncPodType.KILL))
+        await until(lambda: len(syncer.calls("sync_terminating_pod", "b")) == 1)
+        assert refreshes
+    finally:
+        await workers.stop()
+
+
 async def test_deletion_grace_period_only_shrinks(workers: PodWorkers,
                                                   syncer: FakeSyncer) -> None:
     syncer.terminating_errors["a"] = [RuntimeError("still stopping")] * 2

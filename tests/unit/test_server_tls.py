@@ -150,3 +150,116 @@ async def test_cipher_suites_restrict_tls12(tmp_path: Path) -> None:
     client = _client(options)
     client.maximum_version = ssl.TLSVersion.TLSv1_2
     assert await _handshake(options, client) == "TLSv1.2"
+
+
+# -- serverTLSBootstrap: the certificate changes while the server listens ---------------------
+
+
+def _ca_pair(tmp_path: Path, name: str) -> tuple[Path, ssl.SSLContext]:
+    """A self-signed pair for 127.0.0.1 in ``tmp_path/name.*`` and a client that pins it."""
+    chain, key = tls.generate_self_signed_cert_key(name, ["127.0.0.1"])
+    cert_file = tmp_path / f"{name}.crt"
+    cert_file.write_bytes(chain)
+    (tmp_path / f"{name}.key").write_bytes(key)
+    return cert_file, ssl.create_default_context(cafile=str(cert_file))
+
+
+async def test_serving_context_presents_the_newest_certificate_to_new_connections(
+        tmp_path: Path) -> None:
+    first, first_client = _ca_pair(tmp_path, "first")
+    second, second_client = _ca_pair(tmp_path, "second")
+    serving = tls.ServingContext(TLSOptions(cert_file="", key_file=""))
+    opened: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"ok")
+        await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=serving.context)
+    port = server.sockets[0].getsockname()[1]
+
+    async def connect(client: ssl.SSLContext) -> str:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
+        opened.append((reader, writer))
+        assert await reader.readexactly(2) == b"ok"
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        return str(x509.load_der_x509_certificate(der).subject.rfc4514_string())
+
+    try:
+        # No certificate yet: the handshake is refused.
+        with pytest.raises((ssl.SSLError, ConnectionResetError)):
+            await connect(first_client)
+        serving.load(str(first), str(tmp_path / "first.key"))
+        assert (await connect(first_client)).startswith("CN=first@")
+        # The rotated pair is served on the next connection, without a restart;
+        # the old pair's clients no longer verify.
+        serving.load(str(second), str(tmp_path / "second.key"))
+        assert (await connect(second_client)).startswith("CN=second@")
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await connect(first_client)
+        # A bad pair is refused and the current one stays.
+        with pytest.raises(TLSConfigError):
+            serving.load(str(first), str(tmp_path / "second.key"))
+        assert (await connect(second_client)).startswith("CN=second@")
+    finally:
+        for _, writer in opened:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+def _client_pair(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A CA and a client certificate (CN=operator) it signs: (ca, cert, key) files."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client-ca")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(1)
+          .not_valid_before(now - datetime.timedelta(hours=1))
+          .not_valid_after(now + datetime.timedelta(hours=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "operator")]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(2)
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    paths = tmp_path / "client-ca.crt", tmp_path / "client.crt", tmp_path / "client.key"
+    paths[0].write_bytes(ca.public_bytes(pem))
+    paths[1].write_bytes(cert.public_bytes(pem))
+    paths[2].write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return paths
+
+
+async def test_serving_context_still_verifies_client_certificates(tmp_path: Path) -> None:
+    serving_cert, client = _ca_pair(tmp_path, "serving")
+    ca_file, cert_file, key_file = _client_pair(tmp_path)
+    client.load_cert_chain(str(cert_file), str(key_file))
+    serving = tls.ServingContext(TLSOptions(cert_file="", key_file="",
+                                            client_ca_file=str(ca_file)))
+    serving.load(str(serving_cert), str(tmp_path / "serving.key"))
+    seen: list[bytes | None] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(writer.get_extra_info("ssl_object").getpeercert(binary_form=True))
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=serving.context)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
+        await reader.read()
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert seen and seen[0] is not None
+    assert x509.load_der_x509_certificate(seen[0]).subject.rfc4514_string() == "CN=operator"

@@ -1,0 +1,497 @@
+"""pykubelet side by side with the upstream Go kubelet (v1.20) on the same containerd.
+
+Raw CRI calls are the floor; the Go kubelet is what a user would run
+instead. Both kubelets run standalone (static pods from a manifests
+directory, cgroupfs, no API server) on one private containerd 1.6
+(``tests/testbed.py``), one at a time, in alternating order from round to
+round so that a noisy stretch of time hits both alike. Each round also
+measures the raw CRI floor first, with no kubelet running (a kubelet kills
+pods it does not know).
+
+What each kubelet goes through in a round, on a fresh root directory:
+
+1. process start until ``/healthz`` answers ``ok`` (polled every ``--poll-ms``);
+2. one pod, manifest written until its container is seen RUNNING, ``--runs``
+   times (plus a first, cold run left out), the manifest removed and the pod
+   gone between runs;
+3. ``--pods`` manifests written at once until every container is RUNNING,
+   then (once ``/pods`` shows them Running) all removed at once until the
+   runtime has no running container and no ready sandbox of theirs left;
+4. ``--idle-pods`` pods running, CPU (user+system, all threads) over
+   ``--idle-seconds`` and RSS, after ``--settle-seconds``.
+
+"Running" and "gone" are seen on the runtime side, with the same CRI polls
+for every side. The pods are one busybox container running ``sleep`` with
+``terminationGracePeriodSeconds: 0``, which both kubelets raise to their
+minimum of 2 s (upstream's rule, also in v1.35): ``sleep`` as PID 1 ignores
+SIGTERM, so every deletion waits out those 2 s.
+
+The Go kubelet is the binary built by ``scripts/testbed/controlplane-build.sh``
+from Debian's ``kubernetes`` source (see ``tests/controlplane.py``). It is kept
+from touching the host: no iptables chains, its own root, cert, log and
+cgroupRoot; it runs in a private mount namespace where the six kernel settings
+it would otherwise rewrite (``protectKernelDefaults: false``) are files already
+holding the values it wants, so it finds nothing to change.
+
+Prints the figures; exits 1 only when the measurement itself broke, 130 when
+interrupted (see ``bench/README.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import glob
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench.harness import (  # noqa: E402
+    KUBELET_ARGS,
+    KUBELET_CONFIG,
+    RunningWatcher,
+    check_alive,
+    client_log_lines,
+    measure_idle,
+    percentile,
+    pod_manifest,
+    remove_all_sandboxes,
+    run_on_testbed,
+    time_raw_concurrent,
+    time_raw_serial,
+    time_raw_single,
+    wait_all_reported_running,
+    wait_pods_gone,
+)
+from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
+from tests.controlplane import ControlPlaneError, go_kubelet_binary  # noqa: E402
+from tests.integration.kubelet_process import KubeletProcess  # noqa: E402
+from tests.testbed import Testbed  # noqa: E402
+
+PY_NODE = "peer-py"
+GO_NODE = "peer-go"
+HEALTHZ_TIMEOUT_SECONDS = 60.0
+# The kernel settings the Go kubelet 1.20 sets when protectKernelDefaults is
+# false (its container manager's setupKernelTunables), with the values it wants.
+GO_KERNEL_TUNABLES = {
+    "vm/overcommit_memory": "1",
+    "vm/panic_on_oom": "0",
+    "kernel/panic": "10",
+    "kernel/panic_on_oops": "1",
+    "kernel/keys/root_maxkeys": "1000000",
+    "kernel/keys/root_maxbytes": "25000000",
+}
+CGROUP_FS = Path("/sys/fs/cgroup")
+# The Go kubelet 1.20 cannot be told another pod log directory.
+GO_POD_LOGS = Path("/var/log/pods")
+GO_CONTAINER_LOGS = Path("/var/log/containers")
+GO_FIXED_DIR = Path("/var/lib/kubelet")
+
+
+# --- the Go kubelet -------------------------------------------------------------------------------
+
+class GoKubeletProcess(KubeletProcess):
+    """The upstream Go kubelet, with the same handle (ports, manifests, /pods) as pykubelet's."""
+
+    def __init__(self, base: Path, endpoint: str, binary: Path, node_name: str,
+                 extra_config: dict[str, Any], extra_args: list[str]) -> None:
+        super().__init__(base, endpoint, node_name=node_name, extra_args=extra_args)
+        self.binary = binary
+        self.cgroup_root = f"/{base.parent.name}-{base.name}"
+        self.log_dir = base / "klog"
+        self.created_fixed_dir = False
+        config: dict[str, Any] = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": "127.0.0.1",
+            "readOnlyPort": self.read_only_port,
+            "port": self.port,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": self.healthz_port,
+            "authentication": {"webhook": {"enabled": False}, "anonymous": {"enabled": True}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "staticPodPath": str(self.manifests),
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": self.cgroup_root,
+            "failSwapOn": False,
+            "protectKernelDefaults": False,
+            "makeIPTablesUtilChains": False,
+            **extra_config,
+        }
+        self.config_path.write_text(yaml.safe_dump(config))
+
+    def _launch_script(self) -> str:
+        """Shell run in the private mount namespace: mask the tunables, then exec the kubelet."""
+        tunables = self.base / "kernel-tunables"
+        tunables.mkdir(exist_ok=True)
+        lines = ["set -e"]
+        for key, value in GO_KERNEL_TUNABLES.items():
+            file = tunables / key.replace("/", "_")
+            file.write_text(value + "\n")
+            lines.append(f"mount --bind {shlex.quote(str(file))} /proc/sys/{key}")
+        # Its device-plugin socket directory (/var/lib/kubelet/device-plugins) is fixed in
+        # 1.20: cover the host's /var/lib/kubelet with a directory of ours when there is one
+        # (else the kubelet creates it, and remove_leftovers removes it).
+        if GO_FIXED_DIR.is_dir():
+            own = self.base / "var-lib-kubelet"
+            own.mkdir(exist_ok=True)
+            lines.append(f"mount --bind {shlex.quote(str(own))} {GO_FIXED_DIR}")
+        else:
+            self.created_fixed_dir = True
+        argv = [str(self.binary), "--config", str(self.config_path),
+                "--root-dir", str(self.root), "--cert-dir", str(self.cert_dir),
+                "--hostname-override", self.node_name, "--node-ip", "127.0.0.1",
+                "--container-runtime", "remote",
+                "--container-runtime-endpoint", self.endpoint,
+                "--log-dir", str(self.log_dir), *self.extra_args]
+        lines.append("exec " + shlex.join(argv))
+        return "\n".join(lines)
+
+    def start(self) -> None:
+        # 1.20 refuses to start unless its cgroupRoot already exists in every hierarchy.
+        for hierarchy in cgroup_hierarchies():
+            (hierarchy / self.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
+        # unshare and sh both exec: the pid is the kubelet's own.
+        self.process = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+             self._launch_script()], stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        try:
+            self.wait_for(lambda: self.healthz() == "ok", HEALTHZ_TIMEOUT_SECONDS,
+                          "Go kubelet healthz")
+        except BaseException:
+            self.stop()
+            raise
+
+    def remove_leftovers(self) -> None:
+        """What it made outside its base directory: cgroups and pod log entries."""
+        for hierarchy in cgroup_hierarchies():
+            remove_cgroup_tree(hierarchy / self.cgroup_root.lstrip("/"))
+        remove_container_log_links(self.node_name)
+        for path in glob.glob(str(GO_POD_LOGS / f"default_*-{self.node_name}_*")):
+            shutil.rmtree(path, ignore_errors=True)
+        if self.created_fixed_dir:
+            shutil.rmtree(GO_FIXED_DIR, ignore_errors=True)
+
+
+def remove_container_log_links(node_name: str) -> None:
+    """The /var/log/containers links a kubelet left for this benchmark's static pods."""
+    for path in glob.glob(str(GO_CONTAINER_LOGS / f"*-{node_name}_default_*.log")):
+        Path(path).unlink(missing_ok=True)
+
+
+def cgroup_hierarchies() -> list[Path]:
+    """The cgroup v1 hierarchies (symlinked co-mounts such as cpu,cpuacct counted once)."""
+    return [path for path in sorted(CGROUP_FS.iterdir())
+            if path.is_dir() and not path.is_symlink() and path.name != "unified"]
+
+
+def remove_cgroup_tree(path: Path) -> None:
+    """rmdir bottom-up; a cgroup still holding a process stays (and is reported)."""
+    if not path.is_dir():
+        return
+    for child in sorted((p for p in path.rglob("*") if p.is_dir()),
+                        key=lambda p: len(p.parts), reverse=True):
+        try:
+            child.rmdir()
+        except OSError as err:
+            print(f"cannot remove cgroup {child}: {err}", file=sys.stderr)
+    try:
+        path.rmdir()
+    except OSError as err:
+        print(f"cannot remove cgroup {path}: {err}", file=sys.stderr)
+
+
+# --- figures --------------------------------------------------------------------------------------
+
+@dataclass
+class SideFigures:
+    """One kubelet's figures, one entry per round (single-pod runs pooled)."""
+
+    start_s: list[float] = field(default_factory=list)
+    single_ms: list[float] = field(default_factory=list)
+    single_p50_ms: list[float] = field(default_factory=list)
+    many_ms: list[float] = field(default_factory=list)
+    delete_ms: list[float] = field(default_factory=list)
+    idle_cpu_percent: list[float] = field(default_factory=list)
+    rss_mib: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RawFigures:
+    single_ms: list[float] = field(default_factory=list)
+    single_p50_ms: list[float] = field(default_factory=list)
+    serial_ms: list[float] = field(default_factory=list)
+    concurrent_ms: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Results:
+    rounds: int
+    runs: int
+    pods: int
+    idle_pods: int
+    idle_seconds: float
+    go_version: str = ""
+    py: SideFigures = field(default_factory=SideFigures)
+    go: SideFigures = field(default_factory=SideFigures)
+    raw: RawFigures = field(default_factory=RawFigures)
+    order: list[str] = field(default_factory=list)
+    client_log: dict[str, int] = field(default_factory=dict)
+
+
+def spread(values: Sequence[float], fmt: Callable[[float], str]) -> str:
+    """The median over rounds, and the range when there is more than one round."""
+    if not values:
+        return "-"
+    middle = fmt(statistics.median(values))
+    if len(values) == 1:
+        return middle
+    return f"{middle} ({fmt(min(values))}-{fmt(max(values))})"
+
+
+def ratio(py: Sequence[float], go: Sequence[float]) -> str:
+    if not py or not go or statistics.median(go) == 0:
+        return "-"
+    return f"{statistics.median(py) / statistics.median(go):.2f}"
+
+
+def render(results: Results) -> str:
+    ms = lambda v: f"{v:.0f} ms"  # noqa: E731
+    secs = lambda v: f"{v:.2f} s"  # noqa: E731
+    pct = lambda v: f"{v:.2f} %"  # noqa: E731
+    mib = lambda v: f"{v:.0f} MiB"  # noqa: E731
+    py, go, raw = results.py, results.go, results.raw
+    rows: list[tuple[str, str, str, str, str]] = [
+        (f"single pod, manifest -> RUNNING, p50 of {results.runs}",
+         spread(py.single_p50_ms, ms), spread(go.single_p50_ms, ms),
+         ratio(py.single_p50_ms, go.single_p50_ms), spread(raw.single_p50_ms, ms)),
+        ("  (all rounds pooled: p50 / p99)",
+         f"{percentile(py.single_ms, .5):.0f} / {percentile(py.single_ms, .99):.0f} ms"
+         if py.single_ms else "-",
+         f"{percentile(go.single_ms, .5):.0f} / {percentile(go.single_ms, .99):.0f} ms"
+         if go.single_ms else "-", "",
+         f"{percentile(raw.single_ms, .5):.0f} / {percentile(raw.single_ms, .99):.0f} ms"
+         if raw.single_ms else "-"),
+        (f"{results.pods} pods at once -> all RUNNING",
+         spread([v / 1000 for v in py.many_ms], secs), spread([v / 1000 for v in go.many_ms], secs),
+         ratio(py.many_ms, go.many_ms),
+         f"{spread([v / 1000 for v in raw.concurrent_ms], secs)} concurrent"),
+        ("", "", "", "", f"{spread([v / 1000 for v in raw.serial_ms], secs)} serial"),
+        (f"delete {results.pods} pods -> none running/ready",
+         spread([v / 1000 for v in py.delete_ms], secs),
+         spread([v / 1000 for v in go.delete_ms], secs), ratio(py.delete_ms, go.delete_ms),
+         "(2 s grace minimum)"),
+        (f"idle CPU, {results.idle_pods} pods, % of a core",
+         spread(py.idle_cpu_percent, pct), spread(go.idle_cpu_percent, pct),
+         ratio(py.idle_cpu_percent, go.idle_cpu_percent), ""),
+        (f"RSS, {results.idle_pods} pods (max over the window)", spread(py.rss_mib, mib),
+         spread(go.rss_mib, mib), ratio(py.rss_mib, go.rss_mib), ""),
+        ("process start -> healthz", spread(py.start_s, secs), spread(go.start_s, secs),
+         ratio(py.start_s, go.start_s), ""),
+    ]
+    headers = ("", "pykubelet", f"Go kubelet {results.go_version}", "py/Go", "raw CRI")
+    widths = [max(len(row[i]) for row in (headers, *rows)) for i in range(5)]
+    table = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+             for row in (headers, *rows)]
+    return "\n".join([
+        "pykubelet beside the Go kubelet, standalone static pods on one containerd",
+        f"  {results.rounds} round(s), order {' | '.join(results.order)}; median over rounds "
+        "(min-max); flags --v=2, syncFrequency 1m, fileCheckFrequency 20s; "
+        f"idle window {results.idle_seconds:g} s",
+        "",
+        *table,
+        *client_log_lines(results.client_log),
+    ])
+
+
+# --- one round of one kubelet ---------------------------------------------------------------------
+
+async def time_start(kubelet: KubeletProcess, poll_seconds: float) -> float:
+    """Seconds from spawning the process until /healthz first answers ok."""
+    started = time.monotonic()
+    starting = asyncio.create_task(asyncio.to_thread(kubelet.start))
+    healthy_at: float | None = None
+    while healthy_at is None and not starting.done():
+        if await asyncio.to_thread(kubelet.healthz) == "ok":
+            healthy_at = time.monotonic()
+        else:
+            await asyncio.sleep(poll_seconds)
+    await starting
+    return (healthy_at or time.monotonic()) - started
+
+
+async def measure_side(runtime: RemoteRuntimeService, kubelet: KubeletProcess, image: str,
+                       args: argparse.Namespace, figures: SideFigures) -> None:
+    poll_seconds = args.poll_ms / 1000
+    node = kubelet.node_name
+    figures.start_s.append(await time_start(kubelet, poll_seconds))
+    assert kubelet.process is not None
+    async with RunningWatcher(runtime, poll_seconds) as watcher:
+        async def one(name: str) -> float:
+            started = time.monotonic()
+            path = kubelet.write_pod(pod_manifest(name, image))
+            (running_at,) = await watcher.wait_running([f"{name}-{node}"], kubelet)
+            path.unlink()
+            await wait_pods_gone(runtime, [f"{name}-{node}"], poll_seconds, kubelet)
+            return (running_at - started) * 1000
+
+        await one("cold")
+        singles = [await one(f"single-{run}") for run in range(args.runs)]
+        figures.single_ms += singles
+        figures.single_p50_ms.append(percentile(singles, 0.5))
+
+        names = [f"many-{i}" for i in range(args.pods)]
+        started = time.monotonic()
+        paths = [kubelet.write_pod(pod_manifest(name, image)) for name in names]
+        running = await watcher.wait_running([f"{name}-{node}" for name in names], kubelet)
+        figures.many_ms.append((max(running) - started) * 1000)
+    await wait_all_reported_running(kubelet, names, node, poll_seconds * 5)
+    started = time.monotonic()
+    for path in paths:
+        path.unlink()
+    gone_at = await wait_pods_gone(runtime, [f"{name}-{node}" for name in names], poll_seconds,
+                                   kubelet)
+    figures.delete_ms.append((gone_at - started) * 1000)
+
+    names = [f"idle-{i}" for i in range(args.idle_pods)]
+    paths = [kubelet.write_pod(pod_manifest(name, image)) for name in names]
+    await wait_all_reported_running(kubelet, names, node, 0.5)
+    await asyncio.sleep(args.settle_seconds)
+    idle = await measure_idle(kubelet.process.pid, args.idle_seconds)
+    check_alive(kubelet)
+    figures.idle_cpu_percent.append(idle.cpu_percent)
+    figures.rss_mib.append(idle.rss_max_kib / 1024)
+    for path in paths:
+        path.unlink()
+    await wait_pods_gone(runtime, [f"{name}-{node}" for name in names], poll_seconds, kubelet,
+                         timeout=120)
+
+
+async def measure_raw(runtime: RemoteRuntimeService, image: str, work_dir: Path,
+                      args: argparse.Namespace, figures: RawFigures, round_index: int) -> None:
+    poll_seconds = args.poll_ms / 1000
+    async with RunningWatcher(runtime, poll_seconds) as watcher:
+        prefix = f"raw{round_index}"
+        await time_raw_single(runtime, watcher, image, work_dir, f"{prefix}-cold")
+        singles = [await time_raw_single(runtime, watcher, image, work_dir,
+                                         f"{prefix}-single-{run}") for run in range(args.runs)]
+        figures.single_ms += singles
+        figures.single_p50_ms.append(percentile(singles, 0.5))
+        serial, _ = await time_raw_serial(runtime, watcher, image, work_dir, f"{prefix}-serial",
+                                          args.pods)
+        figures.serial_ms.append(serial)
+        concurrent, _ = await time_raw_concurrent(runtime, watcher, image, work_dir,
+                                                  f"{prefix}-concurrent", args.pods)
+        figures.concurrent_ms.append(concurrent)
+        await remove_all_sandboxes(runtime)
+
+
+async def run_benchmark(testbed: Testbed, work_dir: Path, args: argparse.Namespace,
+                        results: Results, binary: Path,
+                        kubelet_holder: list[KubeletProcess]) -> None:
+    runtime = RemoteRuntimeService(testbed.endpoint, 60)
+    await runtime.connect()
+    image = testbed.busybox_image
+    try:
+        for round_index in range(args.rounds):
+            print(f"round {round_index + 1}: raw CRI ...", file=sys.stderr, flush=True)
+            await measure_raw(runtime, image, work_dir, args, results.raw, round_index)
+            sides = ["pykubelet", "go"] if round_index % 2 == 0 else ["go", "pykubelet"]
+            results.order.append(", ".join(sides))
+            for side in sides:
+                base = work_dir / f"{side}{round_index}"
+                kubelet: KubeletProcess
+                if side == "go":
+                    kubelet = GoKubeletProcess(base, testbed.endpoint, binary, GO_NODE,
+                                               KUBELET_CONFIG, KUBELET_ARGS)
+                    figures = results.go
+                else:
+                    kubelet = KubeletProcess(base, testbed.endpoint, extra_config=KUBELET_CONFIG,
+                                             extra_args=KUBELET_ARGS, node_name=PY_NODE)
+                    figures = results.py
+                kubelet_holder.append(kubelet)
+                print(f"round {round_index + 1}: {side} ...", file=sys.stderr, flush=True)
+                try:
+                    await measure_side(runtime, kubelet, image, args, figures)
+                finally:
+                    await asyncio.to_thread(kubelet.stop)
+                    await remove_all_sandboxes(runtime)
+                    remove = getattr(kubelet, "remove_leftovers", None)
+                    if remove is not None:
+                        await asyncio.to_thread(remove)
+                    remove_container_log_links(kubelet.node_name)
+    finally:
+        await runtime.close()
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="pykubelet beside the upstream Go kubelet 1.20 and raw CRI calls.")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="rounds, each kubelet once per round, order alternating (default 2)")
+    parser.add_argument("--runs", type=int, default=8,
+                        help="single-pod runs per kubelet per round (default 8)")
+    parser.add_argument("--pods", type=int, default=30,
+                        help="pods written, then removed, at once (default 30)")
+    parser.add_argument("--idle-pods", type=int, default=100,
+                        help="pods running during the idle window (default 100)")
+    parser.add_argument("--idle-seconds", type=float, default=30.0,
+                        help="idle window for CPU and RSS (default 30)")
+    parser.add_argument("--settle-seconds", type=float, default=10.0,
+                        help="wait after the idle pods report Running (default 10)")
+    parser.add_argument("--poll-ms", type=float, default=20.0,
+                        help="period of the CRI polls that see RUNNING and gone (default 20)")
+    args = parser.parse_args(argv)
+    if min(args.rounds, args.runs, args.pods, args.idle_pods) < 1 or args.idle_seconds <= 0 \
+            or args.poll_ms <= 0:
+        parser.error("--rounds, --runs, --pods, --idle-pods must be >= 1; "
+                     "--idle-seconds and --poll-ms > 0")
+    if args.idle_pods > 105:
+        parser.error("--idle-pods at most 105 (both kubelets default to maxPods 110)")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if os.geteuid() != 0:
+        print("run as root (containerd, cgroups, mount namespaces)", file=sys.stderr)
+        return 1
+    try:
+        binary = go_kubelet_binary()
+    except ControlPlaneError as err:
+        print(f"benchmark failed: {err}", file=sys.stderr)
+        return 1
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                             check=False).stdout.split()
+    results = Results(rounds=args.rounds, runs=args.runs, pods=args.pods,
+                      idle_pods=args.idle_pods, idle_seconds=args.idle_seconds,
+                      go_version=version[-1] if version else "")
+
+    async def body(testbed: Testbed, work_dir: Path, kubelet_holder: list[KubeletProcess]) -> None:
+        await run_benchmark(testbed, work_dir, args, results, binary, kubelet_holder)
+
+    status = run_on_testbed(body, results.client_log)
+    if status == 0:
+        print(render(results))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""A registered pykubelet with upstream's default kubelet API security, behind the real
+kube-apiserver.
+
+Only ``authentication.x509.clientCAFile`` is set: webhook authentication (a
+``TokenReview`` for bearer tokens), anonymous requests off and authorization
+mode ``Webhook`` (a ``SubjectAccessReview`` for every request) are the
+configuration's defaults. The API server presents its
+``--kubelet-client-certificate`` and is authorized like any other caller, so
+``kubectl logs`` and ``kubectl exec`` work only if the whole chain does; a
+service account that RBAC does not grant ``nodes/proxy`` is refused.
+
+A module of its own: no other kubelet shares the runtime meanwhile (a kubelet
+tears down sandboxes it does not know).
+"""
+
+from __future__ import annotations
+
+import secrets
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from tests.controlplane import ControlPlane
+from tests.integration.cluster import ClusterKubelet, create, get_pod, unique_node_name, wait_until
+from tests.integration.cluster import api_pod as cluster_api_pod
+from tests.integration.kubelet_process import remove_everything
+from tests.integration.test_kubelet_api_cluster import (
+    NAMESPACE,
+    cluster_role,
+    service_account_token,
+    unique,
+)
+from tests.testbed import Testbed
+
+pytestmark = [pytest.mark.controlplane, pytest.mark.containerd]
+
+
+class WebhookNode:
+    """A registered pykubelet whose API uses the defaults: TokenReview, SubjectAccessReview."""
+
+    def __init__(self, kubelet: ClusterKubelet, plane: ControlPlane, pod: str) -> None:
+        self.kubelet = kubelet
+        self.plane = plane
+        self.pod = pod
+
+    def get(self, path: str, token: str | None = None) -> tuple[int, str]:
+        """GET on the kubelet port, as a caller that pins the kubelet's self-signed CA."""
+        context = ssl.create_default_context(
+            cafile=str(self.kubelet.cert_dir / "kubelet.crt"))
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{self.kubelet.port}{path}",
+            headers={"Authorization": f"Bearer {token}"} if token else {})
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+
+@pytest.fixture(scope="module")
+def webhook_node(control_plane: ControlPlane, testbed: Testbed,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookNode]:
+    plane = control_plane
+    name = unique_node_name("webhook")
+    # Only the client CA is set: webhook authentication on, anonymous off and
+    # authorization mode Webhook are the configuration's defaults, and the
+    # kubelet listens on all addresses as upstream's does, so the API server
+    # reaches it at the node's InternalIP.
+    kubelet = ClusterKubelet(
+        tmp_path_factory.mktemp("webhook"), testbed.endpoint, plane, name,
+        kubeconfig=plane.node_kubeconfig(name), extra_config={
+            "address": "0.0.0.0",
+            "authentication": {"x509": {"clientCAFile": str(plane.ca_cert)}},
+            "authorization": {}})
+    pod = f"talker-{secrets.token_hex(3)}"
+    try:
+        kubelet.start()
+        kubelet.wait_ready(60)
+        create(plane, cluster_api_pod(
+            pod, name, testbed.busybox_image,
+            "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.5; done", grace=1))
+        wait_until(lambda: ((get_pod(plane, pod) or {}).get("status") or {}).get("phase")
+                   == "Running", 90, f"pod {pod} Running",
+                   on_timeout=lambda: kubelet.log_text()[-3000:])
+        yield WebhookNode(kubelet, plane, pod)
+    finally:
+        # The kubelet first: it would otherwise tear the deleted pod down while
+        # remove_everything is at work.
+        kubelet.stop()
+        plane.kubectl("delete", "pod", "-n", NAMESPACE, pod, "--ignore-not-found",
+                      "--grace-period=0", "--force", "--wait=false", check=False)
+        kubelet.delete_node()
+        remove_everything(testbed.endpoint)
+
+
+def test_kubectl_logs_and_exec_through_a_webhook_authorized_kubelet(
+        webhook_node: WebhookNode) -> None:
+    plane, pod = webhook_node.plane, webhook_node.pod
+    # The API server's --kubelet-client-certificate is authenticated by the
+    # client CA and authorized by a SubjectAccessReview the API server answers.
+    logs = wait_until(lambda: (r := plane.kubectl("logs", pod, "--tail=2", check=False))
+                      .returncode == 0 and r.stdout, 20, "kubectl logs")
+    assert all(line.startswith("tick ") for line in logs.splitlines()), logs
+    result = plane.kubectl("exec", pod, "--", "sh", "-c", "echo from-$HOSTNAME; exit 3",
+                           check=False)
+    assert result.stdout.strip() == f"from-{pod}"
+    assert result.returncode == 3, result.stderr
+
+
+def test_webhook_kubelet_refuses_what_rbac_does_not_grant(webhook_node: WebhookNode) -> None:
+    plane, pod = webhook_node.plane, webhook_node.pod
+    logs_path = f"/containerLogs/{NAMESPACE}/{pod}/app?tailLines=1"
+    # Anonymous requests are off by default.
+    assert webhook_node.get(logs_path) == (401, "Unauthorized")
+    account = unique("reader")
+    token = service_account_token(plane, account)
+    user = f"system:serviceaccount:{NAMESPACE}:{account}"
+    try:
+        # The token is valid (TokenReview), but RBAC grants it no nodes/proxy.
+        status, body = webhook_node.get(logs_path, token)
+        assert status == 403
+        assert body.startswith(f"Forbidden (user={user}, verb=get, resource=nodes, "
+                               f"subresource(s)=["), body
+        assert "proxy" in body
+        with cluster_role(plane, unique("node-proxy"), "proxy", account):
+            deadline = time.monotonic() + 30
+            while (answer := webhook_node.get(logs_path, token))[0] != 200:
+                assert time.monotonic() < deadline, answer
+                time.sleep(0.5)
+            assert answer[1].startswith("tick "), answer
+    finally:
+        plane.kubectl("delete", "serviceaccount", account, "-n", NAMESPACE, "--wait=false")

@@ -1,0 +1,105 @@
+"""The one reader of untrusted YAML/JSON: JSON values out, bounded work, clear refusals."""
+
+from __future__ import annotations
+
+import codecs
+from typing import Any
+
+import pytest
+
+from pykubelet.api.yamlsafe import (
+    MAX_DEPTH,
+    DocumentError,
+    allowed_alias_ratio,
+    describe,
+    load_document,
+    render,
+)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("a", "a"), ("'1'", "1"), ("1", 1), ("-0x1F", -31), ("0755", 0o755), ("0b101", 5),
+    ("1_000", 1000), ("1.5", 1.5), ("yes", True), ("Off", False), ("~", None), ("", None),
+    ("1e5", "1e5"),  # YAML 1.1 floats need a dot
+    ("8080:80", "8080:80"), ("2001-12-14", "2001-12-14"),  # no base 60, no timestamps
+    ("18446744073709551615", 2**64 - 1), ("-9223372036854775808", -(2**63)),
+    ("18446744073709551616", float(2**64)),  # beyond 64 bits: a float, as go-yaml
+    ("1" + "0" * 400, "1" + "0" * 400),  # beyond a float too: text, as go-yaml
+    ("0b_", "0b_"), ("!!str 12", "12"), ("!!float 1", 1.0), ("=", "="), ("<<", "<<"),
+])
+def test_scalars_resolve_as_json_values(text: str, value: Any) -> None:
+    assert load_document(f"v: {text}\n") == {"v": value}
+
+
+def test_keys_are_strings_as_upstreams_conversion_makes_them() -> None:
+    assert load_document("{1: a, true: b, 2.0: c, 1.5: d}") == {
+        "1": "a", "true": "b", "2": "c", "1.5": "d"}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("v: !!binary aGk=", 'YAML tag "!!binary" is not supported'),
+    ("v: !!set {a}", 'YAML tag "!!set" is not supported'),
+    ("v: !local x", 'YAML tag "!local" is not supported'),
+    ("v: !!int 1.5", 'cannot decode "1.5" as !!int'),
+    ("v: .nan", ".nan has no JSON representation"),
+    ("v: &a [*a]", "recursive alias"),
+    ("v: *missing", "unknown alias *missing"),
+    ("{~: 1}", "not null"),
+    ("{[a]: 1}", "not a collection"),
+    ("v: [" + "[" * MAX_DEPTH, f"nesting deeper than {MAX_DEPTH} levels"),
+    ("v: {<<: 1}", "a merge key (<<) needs a mapping"),
+    ("a: 1\n---\nb: 2\n", "expected one object, found 2 YAML documents"),
+    ("v: [a, b", "column 1: while parsing a flow sequence"),
+])
+def test_what_json_cannot_hold_is_refused_with_its_line(text: str, message: str) -> None:
+    with pytest.raises(DocumentError) as info:
+        load_document(text)
+    assert message in str(info.value)
+    assert str(info.value).startswith("line ") or "documents" in message
+
+
+def test_bytes_must_be_utf8_or_carry_a_utf16_byte_order_mark() -> None:
+    assert load_document(codecs.BOM_UTF8 + b"a: 1") == {"a": 1}
+    assert load_document(codecs.BOM_UTF16_BE + "a: é".encode("utf-16-be")) == {"a": "é"}
+    with pytest.raises(DocumentError, match=r"not valid UTF-8: byte 3"):
+        load_document(b"a: \xe9")
+    with pytest.raises(DocumentError, match="not valid Unicode"):
+        load_document("a: \ud800")
+
+
+def test_merge_keys_fill_in_without_overriding() -> None:
+    document = load_document("base: &b {x: 1, y: 2}\nmine: {<<: [*b, {z: 3}], y: 9}\n")
+    assert document["mine"] == {"x": 1, "y": 9, "z": 3}
+
+
+def test_duplicate_keys_win_last_or_are_refused_when_strict() -> None:
+    assert load_document("a: 1\na: 2\n") == {"a": 2}
+    with pytest.raises(DocumentError, match=r'duplicate field "a" \(line 2\)') as info:
+        load_document("a: 1\na: 2\n", strict=True)
+    assert info.value.duplicate_keys
+
+
+def test_aliases_count_as_what_they_expand_to() -> None:
+    # A thousand real nodes may alias a few thousand more; aliasing that is almost all of
+    # the document is refused, the way go-yaml refuses it.
+    modest = "x: &a [" + ", ".join(["v"] * 1000) + "]\ny: [*a, *a, *a]\n"
+    assert len(load_document(modest)["y"]) == 3
+    bomb = "x: &a [" + ", ".join(["v"] * 10) + "]\n" + "".join(
+        f"y{i}: &a{i} [" + ", ".join([f"*a{i - 1}" if i else "*a"] * 10) + "]\n"
+        for i in range(4))
+    with pytest.raises(DocumentError, match="document contains excessive aliasing"):
+        load_document(bomb)
+    assert allowed_alias_ratio(1000) == 0.99 and allowed_alias_ratio(10**7) == 0.10
+
+
+def test_describe_and_render_are_bounded_for_any_value() -> None:
+    circular: list[Any] = []
+    circular.append(circular)
+    looped: dict[str, Any] = {}
+    looped["self"] = looped
+    assert render(circular, 10) == "[[[[[[[[[[..."
+    assert render(looped, 20).startswith('{"self":{"self":')
+    assert describe(b"\x00\xff") == "bytes <2 bytes>"
+    assert describe(10**5000) == "number <16610-bit integer>"
+    assert describe("x" * 1000).endswith('xxx...') and len(describe("x" * 1000)) < 60
+    assert describe({"a": [1, None, True]}) == 'object {"a":[1,null,true]}'
