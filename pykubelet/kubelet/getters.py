@@ -25,4 +25,17 @@ def plugins_dir(root_dir: str) -> str:
     return os.path.join(root_dir, "plugins")
 
 
-__all__ = ["POD_SUBDIRECTORIES", "plugins_dir", "pod_dir", "pods_dir"]
+class RootDirs:
+    """The layout of one ``--root-dir``, for subsystems handed it (the volume manager)."""
+
+    def __init__(self, root_dir: str) -> None:
+        self.root_dir = root_dir
+
+    def pods_dir(self) -> str:
+        return pods_dir(self.root_dir)
+
+    def pod_dir(self, uid: str) -> str:
+        return pod_dir(self.root_dir, uid)
+
+
+__all__ = ["POD_SUBDIRECTORIES", "RootDirs", "plugins_dir", "pod_dir", "pods_dir"]

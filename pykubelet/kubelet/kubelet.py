@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kubernetes_asyncio.client import V1Node, V1Pod, V1PodStatus
+from kubernetes_asyncio.client import CoreV1Api, V1Node, V1Pod, V1PodStatus
 
 from pykubelet import metrics
 from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
@@ -36,7 +36,7 @@ from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
 from pykubelet.events import WARNING
 from pykubelet.kubelet.dependencies import Dependencies
-from pykubelet.kubelet.getters import plugins_dir, pod_dir, pods_dir
+from pykubelet.kubelet.getters import RootDirs, plugins_dir, pod_dir, pods_dir
 from pykubelet.kubelet.mirror_client import ApiMirrorClient, MirrorClient
 from pykubelet.kubelet.node_info import LocalNode, NodeView
 from pykubelet.kubelet.node_status import NodeParts, build_node_parts, read_node_resources
@@ -52,6 +52,7 @@ from pykubelet.kubelet.resources import (
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.kubelet.server_host import KubeletServerHost
 from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
+from pykubelet.kubelet.volume_host import VolumeHost
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
 from pykubelet.lifecycle.admission import (
     PodAdmitAttributes,
@@ -61,6 +62,7 @@ from pykubelet.lifecycle.admission import (
 )
 from pykubelet.lifecycle.handlers import HandlerRunner
 from pykubelet.nodestatus.resources import allocatable_status, pods_capacity
+from pykubelet.objectcache import new_configmap_manager, new_secret_manager, ttl_from_node
 from pykubelet.pleg import GenericPLEG
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
@@ -73,6 +75,7 @@ from pykubelet.sources.podconfig import PodConfig
 from pykubelet.stats import StatsProvider
 from pykubelet.status import ReasonCache, StatusManager
 from pykubelet.status.apiclient import ApiStatusSink
+from pykubelet.token import TokenManager
 from pykubelet.util import klog
 from pykubelet.util.supervisor import Supervisor
 from pykubelet.volumemanager import VolumeManager
@@ -193,7 +196,6 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     pleg = GenericPLEG(runtime, cache)
     runtime_state = RuntimeState()
     runtime_state.add_health_check("PLEG", pleg.healthy)
-    pod_manager = PodManager()
     # What the node has and what pods may use: the machine, less the container manager's
     # reservation. The node status reports it; admission reads it before the Node exists.
     machine, node_resources = await read_node_resources(
@@ -204,6 +206,18 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         taints=config.register_with_taints,
         allocatable=lambda: allocatable_status(node_resources, pods_limit)),
         node_informer)
+    volume_host = build_volume_host(server, deps, runtime, node_view)
+    # The pod manager registers every pod's ConfigMap and Secret references.
+    pod_manager = PodManager([m for m in (volume_host.config_maps, volume_host.secrets)
+                              if m is not None])
+    volume_manager = VolumeManager(
+        RootDirs(flags.root_dir), deps.recorder, volume_host,
+        pod_runtime_removed=lambda uid: pod_workers.should_pod_runtime_be_removed(uid),
+        sources_ready=pod_config.sources_ready)
+    if volume_host.tokens is not None:
+        volume_manager.torn_down.append(volume_host.tokens.delete_pod_tokens)
+    runtime.container_options.volume_mounter = volume_manager
+    runtime.container_options.env_source = volume_host.env_source()
     # The status manager asks the pod workers (built below) whether a pod's
     # containers may still run before it reports a terminal phase.
     status_manager = StatusManager(
@@ -222,7 +236,8 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         PodSyncOptions(root_dir=flags.root_dir, host_ip=host_ip,
                        runtime_type=runtime.runtime_type, node_name=node_name),
         runtime, status_manager, reason_cache, runtime_state, probe_manager,
-        pod_manager=pod_manager, volume_manager=VolumeManager(deps.recorder),
+        pod_manager=pod_manager, volume_manager=volume_manager,
+        prefetch_env=volume_host.prefetch_env,
         mirror_client=mirror_client, get_node=node_view.get_node,
         is_pod_termination_requested=lambda uid: pod_workers.is_pod_termination_requested(
             uid),
@@ -263,7 +278,28 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
             threshold=max(2 * seconds(config.sync_frequency), 300.0)),
         stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
                                      flags.root_dir, config.pod_logs_dir),
-        node=node, resources=resources)
+        node=node, resources=resources, volume_manager=volume_manager,
+        volume_host=volume_host)
+
+
+def build_volume_host(server: KubeletServer, deps: Dependencies,
+                      runtime: KubeGenericRuntimeManager, node_view: NodeView) -> VolumeHost:
+    """The ConfigMap and Secret managers and the token manager (cluster mode), for volumes."""
+    options = runtime.container_options
+
+    def allocatable() -> tuple[int, int]:
+        return (options.node_allocatable_cpu_millis,
+                options.node_allocatable_memory or options.memory_capacity)
+
+    if deps.kube_client is None:
+        return VolumeHost(allocatable)
+    api = CoreV1Api(deps.kube_client)
+    strategy = server.config.config_map_and_secret_change_detection_strategy
+    get_ttl = ttl_from_node(node_view.get_node)
+    return VolumeHost(allocatable,
+                      config_maps=new_configmap_manager(api, strategy, get_ttl),
+                      secrets=new_secret_manager(api, strategy, get_ttl),
+                      tokens=TokenManager.for_api(api))
 
 
 def filter_out_inactive_pods(pods: list[V1Pod], pod_workers: PodWorkers,
@@ -302,7 +338,9 @@ class Kubelet:
                  node_view: NodeView | None = None,
                  admit_handlers: list[PodAdmitHandler],
                  mirror_client: MirrorClient | None = None,
-                 resources: ResourceManagers | None = None) -> None:
+                 resources: ResourceManagers | None = None,
+                 volume_manager: VolumeManager | None = None,
+                 volume_host: VolumeHost | None = None) -> None:
         self.options = options
         self.deps = deps
         self.supervisor = supervisor
@@ -327,6 +365,10 @@ class Kubelet:
         self.mirror_client = mirror_client
         # Resource management: cgroups, eviction, garbage collection, log rotation.
         self.resources = resources
+        # Pod volumes (set up by the pod syncs, torn down by its reconciler) and
+        # what they read from the cluster.
+        self.volume_manager = volume_manager
+        self.volume_host = volume_host
 
     # -- start-up (upstream Kubelet.Run and initializeModules) -------------------
 
@@ -357,6 +399,10 @@ class Kubelet:
             for name, factory in self.resources.tasks(self.sources_ready,
                                                       self.cached_pod_status):
                 spawn(name, factory)
+        if self.volume_manager is not None:
+            spawn("volume-manager", self.volume_manager.run)
+        if self.volume_host is not None and self.volume_host.tokens is not None:
+            spawn("token-cleanup", self.volume_host.tokens.run)
         spawn("pleg", self.pleg.run)
         await sync_loop(self.sync_loop_inputs(updates), self)
 
@@ -434,6 +480,10 @@ class Kubelet:
         await self.supervisor.shutdown()
         await self.probe_manager.stop()
         await self.pod_workers.stop()
+        if self.volume_host is not None:
+            for manager in (self.volume_host.config_maps, self.volume_host.secrets):
+                if manager is not None:
+                    await manager.stop()
 
     # -- directories ---------------------------------------------------------
 
@@ -631,6 +681,11 @@ class Kubelet:
         for uid in entries:
             if uid in desired or not workers.should_pod_content_be_removed(uid):
                 continue
+            if self.volume_manager is not None:
+                # Its tmpfs volumes go first; a mount that stays keeps the directory.
+                self.volume_manager.tear_down_pod(uid)
+                if self.volume_manager.pod_has_mounts(uid):
+                    continue
             klog.v(2).info("Removing directory of a deleted pod", podUID=uid)
             shutil.rmtree(pod_dir(self.options.root_dir, uid), ignore_errors=True)
 

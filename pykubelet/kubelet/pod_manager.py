@@ -14,6 +14,9 @@ static pod is gone (``get_orphaned_mirror_pod_names``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from kubernetes_asyncio.client import V1Pod
 
 from pykubelet.api import pod_uid
@@ -41,8 +44,19 @@ def is_mirror_pod_of(mirror_pod: V1Pod, pod: V1Pod) -> bool:
             and pod_full_name(mirror_pod) == pod_full_name(pod))
 
 
+class PodReferences(Protocol):
+    """Keeps what pods reference (the ConfigMap and Secret managers' ``register_pod``)."""
+
+    def register_pod(self, pod: V1Pod) -> None: ...
+
+    def unregister_pod(self, pod_or_uid: V1Pod | str) -> None: ...
+
+
 class PodManager:
-    def __init__(self) -> None:
+    def __init__(self, references: Sequence[PodReferences] = ()) -> None:
+        # As upstream's pod manager: every regular or static pod it holds is
+        # registered with the ConfigMap and Secret managers, mirror pods are not.
+        self._references = list(references)
         self._by_uid: dict[str, V1Pod] = {}
         self._by_full_name: dict[str, V1Pod] = {}
         self._mirror_by_uid: dict[str, V1Pod] = {}
@@ -67,6 +81,8 @@ class PodManager:
             return
         self._by_uid[uid] = pod
         self._by_full_name[full_name] = pod
+        for references in self._references:
+            references.register_pod(pod)
         mirror = self._mirror_by_full_name.get(full_name)
         if mirror is not None:
             self._translation[pod_uid(mirror)] = uid
@@ -84,6 +100,8 @@ class PodManager:
                     del self._mirror_by_full_name[full_name]
             return
         if self._by_uid.pop(uid, None) is not None:
+            for references in self._references:
+                references.unregister_pod(uid)
             current = self._by_full_name.get(full_name)
             if current is not None and pod_uid(current) == uid:
                 del self._by_full_name[full_name]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -77,10 +77,13 @@ class KubeletPodSyncer:
                  container_manager: ContainerManager | None = None,
                  recorder: EventRecorder | None = None,
                  abnormal_termination: Callable[[str], KillPodOptions | None] = lambda uid: None,
+                 prefetch_env: Callable[[V1Pod], Awaitable[None]] | None = None,
                  ) -> None:
         """``container_manager`` gives pods their cgroups (None: ``cgroupsPerQOS`` off);
         ``abnormal_termination`` is the pod workers' record of a kill that brings its own
-        status (an eviction), applied to every status computed afterwards."""
+        status (an eviction), applied to every status computed afterwards;
+        ``prefetch_env`` reads the ConfigMaps and Secrets the pod's env names
+        before its containers are created."""
         self.options = options
         self.runtime = runtime
         self.status_manager = status_manager
@@ -95,6 +98,7 @@ class KubeletPodSyncer:
         self.container_manager = container_manager
         self.recorder = recorder
         self.abnormal_termination = abnormal_termination
+        self.prefetch_env = prefetch_env
 
     def make_pod_data_dirs(self, pod: V1Pod) -> None:
         base = pod_dir(self.options.root_dir, pod_uid(pod))
@@ -137,6 +141,8 @@ class KubeletPodSyncer:
         if self.volume_manager is not None and \
                 not self.is_pod_termination_requested(pod_uid(pod)):
             await self.volume_manager.wait_for_attach_and_mount(pod)
+        if self.prefetch_env is not None:
+            await self.prefetch_env(pod)
         self.probe_manager.add_pod(pod)  # idempotent: probing starts with the first sync
         result = await self.runtime.sync_pod(pod, pod_status)
         self.reason_cache.update(pod_uid(pod), result)

@@ -362,9 +362,9 @@ def secret_names(pod: V1Pod) -> set[str]:
             if source.secret_ref is not None and source.secret_ref.name:
                 names.add(source.secret_ref.name)
         for var in container.env or []:
-            ref = var.value_from.secret_key_ref if var.value_from else None
-            if ref is not None and ref.name:
-                names.add(ref.name)
+            key_ref = var.value_from.secret_key_ref if var.value_from else None
+            if key_ref is not None and key_ref.name:
+                names.add(key_ref.name)
     for volume in (spec.volumes if spec else None) or []:
         if volume.secret is not None and volume.secret.secret_name:
             names.add(volume.secret.secret_name)

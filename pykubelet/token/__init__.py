@@ -13,6 +13,7 @@ and the cached token is still valid, the cached token is served.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import random
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,8 @@ MAX_TTL = datetime.timedelta(hours=24)
 MAX_JITTER_SECONDS = 10.0
 REFRESH_FRACTION = 0.2
 DEFAULT_EXPIRATION_SECONDS = 3600
+# How often expired tokens are dropped from the cache.
+CLEANUP_PERIOD = 60.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,11 @@ class TokenManager:
     def delete_pod_tokens(self, uid: str) -> None:
         for key in [k for k in self._cache if k.pod_uid == uid]:
             del self._cache[key]
+
+    async def run(self, period: float = CLEANUP_PERIOD) -> None:
+        while True:
+            await asyncio.sleep(period)
+            self.cleanup()
 
     def cleanup(self) -> None:
         now = self._clock()

@@ -36,6 +36,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod, V1VolumeMount
@@ -43,7 +44,6 @@ from kubernetes_asyncio.client import V1Container, V1Pod, V1VolumeMount
 from pykubelet.api import pod_ref, pod_uid
 from pykubelet.api.expansion import expand
 from pykubelet.events import WARNING, EventRecorder
-from pykubelet.kubelet.getters import pod_dir, pods_dir
 from pykubelet.util import klog
 from pykubelet.volumemanager.mount import mount_points_under, unmount
 from pykubelet.volumemanager.plugins import (
@@ -84,8 +84,16 @@ class MountedVolume:
     read_only: bool = False
 
 
-def volumes_dir(root_dir: str, uid: str) -> str:
-    return os.path.join(pod_dir(root_dir, uid), "volumes")
+class PodDirs(Protocol):
+    """Where the kubelet keeps pod directories (its ``getters``, handed down)."""
+
+    def pods_dir(self) -> str: ...
+
+    def pod_dir(self, uid: str) -> str: ...
+
+
+def volumes_dir(dirs: PodDirs, uid: str) -> str:
+    return os.path.join(dirs.pod_dir(uid), "volumes")
 
 
 def resolve_subpath(volume_path: str, sub_path: str) -> str:
@@ -113,12 +121,12 @@ def resolve_subpath(volume_path: str, sub_path: str) -> str:
 
 
 class VolumeManager:
-    def __init__(self, root_dir: str, recorder: EventRecorder,
+    def __init__(self, dirs: PodDirs, recorder: EventRecorder,
                  sources: VolumeSources | None = None, *,
                  pod_runtime_removed: Callable[[str], bool] = lambda uid: False,
                  sources_ready: Callable[[], bool] = lambda: True,
                  reconcile_period: float = RECONCILE_PERIOD) -> None:
-        self._root = root_dir
+        self._dirs = dirs
         self._recorder = recorder
         self._sources = sources
         self._pod_runtime_removed = pod_runtime_removed
@@ -145,7 +153,7 @@ class VolumeManager:
             mounted = self._actual.setdefault(uid, {})
             for volume in volumes:
                 plugin = plugin_dir_name(volume)
-                path = os.path.join(volumes_dir(self._root, uid), plugin or "", volume.name)
+                path = os.path.join(volumes_dir(self._dirs, uid), plugin or "", volume.name)
                 try:
                     if plugin is None:
                         raise VolumeError(f'volume "{volume.name}" has type '
@@ -157,8 +165,8 @@ class VolumeManager:
                     message = (f'MountVolume.SetUp failed for volume "{volume.name}" : '
                                f"{_describe(err)}")
                     self._recorder.event(pod, WARNING, FAILED_MOUNT, message)
-                    klog.error("MountVolume.SetUp failed", None, pod=pod_ref(pod),
-                               volume=volume.name, err=_describe(err))
+                    klog.error("MountVolume.SetUp failed", _describe(err), pod=pod_ref(pod),
+                               volume=volume.name)
                     if volume.name not in mounted:
                         failed.append((volume.name, message))
                     continue
@@ -215,10 +223,9 @@ class VolumeManager:
                              readonly=bool(volume_mount.read_only) or volume.read_only,
                              propagation=propagation)
 
-    def pod_has_volumes(self, uid: str) -> bool:
-        """Whether anything of ``uid``'s volumes may still be on disk (pod dir must stay)."""
-        base = volumes_dir(self._root, uid)
-        return bool(self._actual.get(uid)) or (os.path.isdir(base) and any(os.scandir(base)))
+    def pod_has_mounts(self, uid: str) -> bool:
+        """Whether something is still mounted under ``uid``'s directory (it must stay)."""
+        return bool(mount_points_under(self._dirs.pod_dir(uid)))
 
     def mounted_volumes(self, uid: str) -> dict[str, MountedVolume]:
         return dict(self._actual.get(uid, {}))
@@ -252,11 +259,11 @@ class VolumeManager:
     def _reconstruct(self) -> None:
         """Actual state from disk: volumes a previous kubelet left behind."""
         try:
-            uids = os.listdir(pods_dir(self._root))
+            uids = os.listdir(self._dirs.pods_dir())
         except FileNotFoundError:
             return
         for uid in uids:
-            base = volumes_dir(self._root, uid)
+            base = volumes_dir(self._dirs, uid)
             try:
                 plugins = os.listdir(base)
             except OSError:
@@ -275,7 +282,7 @@ class VolumeManager:
 
     def tear_down_pod(self, uid: str) -> None:
         """Unmount and remove every volume directory of ``uid``."""
-        base = volumes_dir(self._root, uid)
+        base = volumes_dir(self._dirs, uid)
         if not os.path.isdir(base):
             return
         # Deepest first, so a mount inside another volume goes before its parent.
@@ -298,5 +305,6 @@ def _describe(err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
-__all__ = ["FAILED_MOUNT", "MountPrepareError", "MountedVolume", "SubPathError", "VolumeError",
-           "VolumeManager", "VolumeMountError", "resolve_subpath", "volume_type", "volumes_dir"]
+__all__ = ["FAILED_MOUNT", "MountPrepareError", "MountedVolume", "PodDirs", "SubPathError",
+           "VolumeError", "VolumeManager", "VolumeMountError", "resolve_subpath", "volume_type",
+           "volumes_dir"]

@@ -100,7 +100,8 @@ def plugin_dir_name(volume: V1Volume) -> str | None:
     for attribute, name in PLUGIN_BY_SOURCE.items():
         if getattr(volume, attribute) is not None:
             return name
-    if all(getattr(volume, a) is None for a in V1Volume.attribute_map if a != "name"):
+    attribute_map: dict[str, str] = getattr(V1Volume, "attribute_map")  # noqa: B009
+    if all(getattr(volume, a) is None for a in attribute_map if a != "name"):
         return EMPTY_DIR
     return None
 
