@@ -34,6 +34,7 @@ from pykubelet.config.server import KubeletServer
 from pykubelet.container import ContainerState, Pod, PodStatus, ProbeResult
 from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
+from pykubelet.envvars import ServiceStore, service_env_for
 from pykubelet.events import WARNING
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import RootDirs, plugins_dir, pod_dir, pods_dir
@@ -77,6 +78,7 @@ from pykubelet.status import ReasonCache, StatusManager
 from pykubelet.status.apiclient import ApiStatusSink
 from pykubelet.token import TokenManager
 from pykubelet.util import klog
+from pykubelet.util.reflector import ApiListWatch, Reflector
 from pykubelet.util.supervisor import Supervisor
 from pykubelet.volumemanager import VolumeManager
 
@@ -218,6 +220,12 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         volume_manager.torn_down.append(volume_host.tokens.delete_pod_tokens)
     runtime.container_options.volume_mounter = volume_manager
     runtime.container_options.env_source = volume_host.env_source()
+    # Service links: every Service, kept by a reflector run with the kubelet (cluster mode).
+    services = ServiceStore() if deps.kube_client is not None else None
+    runtime.container_options.service_env_for = service_env_for(services)
+    service_reflector = (Reflector("services", ApiListWatch(
+        CoreV1Api(deps.kube_client).list_service_for_all_namespaces), services)
+        if services is not None else None)
     # The status manager asks the pod workers (built below) whether a pod's
     # containers may still run before it reports a terminal phase.
     status_manager = StatusManager(
@@ -279,7 +287,7 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
                                      flags.root_dir, config.pod_logs_dir),
         node=node, resources=resources, volume_manager=volume_manager,
-        volume_host=volume_host)
+        volume_host=volume_host, service_reflector=service_reflector)
 
 
 def build_volume_host(server: KubeletServer, deps: Dependencies,
@@ -340,7 +348,8 @@ class Kubelet:
                  mirror_client: MirrorClient | None = None,
                  resources: ResourceManagers | None = None,
                  volume_manager: VolumeManager | None = None,
-                 volume_host: VolumeHost | None = None) -> None:
+                 volume_host: VolumeHost | None = None,
+                 service_reflector: Reflector | None = None) -> None:
         self.options = options
         self.deps = deps
         self.supervisor = supervisor
@@ -369,6 +378,8 @@ class Kubelet:
         # what they read from the cluster.
         self.volume_manager = volume_manager
         self.volume_host = volume_host
+        # The Services behind the containers' service-link variables (cluster mode).
+        self.service_reflector = service_reflector
 
     # -- start-up (upstream Kubelet.Run and initializeModules) -------------------
 
@@ -401,6 +412,8 @@ class Kubelet:
                 spawn(name, factory)
         if self.volume_manager is not None:
             spawn("volume-manager", self.volume_manager.run)
+        if self.service_reflector is not None:
+            spawn("service-informer", self.service_reflector.run)
         if self.volume_host is not None and self.volume_host.tokens is not None:
             spawn("token-cleanup", self.volume_host.tokens.run)
         spawn("pleg", self.pleg.run)

@@ -285,7 +285,10 @@ def make_environment(pod: V1Pod, container: V1Container,
     env = _env_from(pod, container, opts)
     service_env = dict(opts.service_env)
     if opts.service_env_for is not None:
-        service_env.update(opts.service_env_for(pod))
+        try:
+            service_env.update(opts.service_env_for(pod))
+        except RuntimeError as err:  # the Services are not known yet: retried later
+            raise CreateContainerConfigError(str(err)) from err
     lookup = _lookup_in(env, service_env)
     for var in container.env or []:
         if not var.name:

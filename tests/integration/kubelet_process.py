@@ -32,6 +32,9 @@ from pykubelet.cri.runtime import RemoteRuntimeService
 NODE_NAME = "e2e-node"
 # cgroupRoots created by this test process, removed by remove_everything.
 _CGROUP_ROOTS: set[str] = set()
+# The kubelets' root directories: the tmpfs volumes of pods that outlived their
+# kubelet (a stopped kubelet leaves its pods, as upstream) are unmounted with them.
+_ROOT_DIRS: set[Path] = set()
 
 
 def free_port() -> int:
@@ -51,6 +54,7 @@ class KubeletProcess:
         self.endpoint = endpoint
         self.manifests = base / "manifests"
         self.root = base / "root"
+        _ROOT_DIRS.add(self.root)
         self.logs_dir = base / "pod-logs"
         self.log_file = base / "kubelet.log"
         self.read_only_port, self.healthz_port = ports or (free_port(), free_port())
@@ -259,6 +263,18 @@ def _remove_cgroup_root_if_empty(root: str) -> None:
             _CGROUP_ROOTS.discard(root)
 
 
+def unmount_pod_volumes() -> None:
+    """Unmount the tmpfs volumes left under this process's kubelet roots (deepest first)."""
+    prefixes = tuple(f"{root.resolve()}/" for root in _ROOT_DIRS)
+    if not prefixes:
+        return
+    with open("/proc/self/mountinfo", encoding="utf-8") as info:
+        points = [fields[4] for line in info if len(fields := line.split()) > 4
+                  and fields[4].startswith(prefixes)]
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
 @atexit.register
 def _remove_cgroup_roots() -> None:
     """Whatever a test left (pods that outlived their kubelet) goes with the test process."""
@@ -282,6 +298,7 @@ def remove_everything(endpoint: str) -> None:
             await service.close()
 
     asyncio.run(clean())
+    unmount_pod_volumes()
     # The kubelets' private cgroup trees go once their pods are gone (pods outlive a
     # kubelet restart, so a stopped kubelet's tree stays until here).
     for root in sorted(_CGROUP_ROOTS):

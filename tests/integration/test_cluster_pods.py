@@ -3,8 +3,8 @@
 Everything here is what a cluster user sees through ``kubectl``: pods bound
 to pykubelet's node run and report their status in the API, deleting a pod
 stops it within its grace period, static pods show up as mirror pods,
-rejected pods are Failed with the upstream reason, pods with volumes
-pykubelet cannot mount yet wait, events are posted, and an API server
+rejected pods are Failed with the upstream reason, pods with a volume
+type pykubelet cannot mount (NFS) wait, events are posted, and an API server
 restart, an etcd compaction or a 30 s outage does not lose a pod.
 
 One pykubelet (node credential, one static pod directory) serves the whole
@@ -278,15 +278,15 @@ def test_a_pod_beyond_max_pods_is_failed_out_of_pods(
 
 def test_a_pod_with_a_volume_pykubelet_cannot_mount_waits_in_container_creating(
         cluster: Cluster) -> None:
-    name = unique("token")
-    # Without automountServiceAccountToken: false the API server injects a
-    # projected service-account token volume.
-    cluster.create(name, automount=True)
+    name = unique("nfs")
+    # No NFS client in pykubelet: the pod must wait, never start without its data.
+    cluster.create(name, volumes=[{"name": "data", "nfs": {"server": "127.0.0.1",
+                                                           "path": "/exports"}}])
     event = wait_until(
         lambda: next((e for e in cluster.events(name) if e["reason"] == "FailedMount"), None),
         60, "FailedMount event", on_timeout=cluster.log_tail)
     assert event["type"] == "Warning"
-    assert "projected" in event["message"] and "kube-api-access-" in event["message"]
+    assert 'volume "data" has type nfs' in event["message"]
     pod = cluster.pod(name)
     assert pod is not None
     assert pod["status"]["phase"] == "Pending"
@@ -355,9 +355,13 @@ def test_a_30s_outage_keeps_pods_running_and_status_catches_up(cluster: Cluster)
 def test_kubectl_drives_a_pod_end_to_end(cluster: Cluster) -> None:
     """kubectl run, wait, get and delete, as a user types them."""
     name = unique("kubectl")
-    overrides = json.dumps({"spec": {"nodeName": cluster.node_name,
-                                     "automountServiceAccountToken": False}})
+    # No automountServiceAccountToken: false: the API server's kube-api-access-*
+    # volume (token, ca.crt, namespace) is mounted like any other.
+    overrides = json.dumps({"spec": {"nodeName": cluster.node_name}})
     ns = ["-n", cluster.namespace]
+    wait_until(lambda: cluster.plane.kubectl("get", "serviceaccount", "default", *ns,
+                                             check=False).returncode == 0,
+               60, "the namespace's default service account")
     cluster.plane.kubectl("run", name, *ns, f"--image={cluster.image}", "--restart=Never",
                           f"--overrides={overrides}", "--", "sh", "-c", "sleep 3600")
     cluster.plane.kubectl("wait", *ns, "--for=condition=Ready", f"pod/{name}",

@@ -10,8 +10,6 @@ tmpfs mounts are gone once the pod is, also after a kubelet restart.
 from __future__ import annotations
 
 import signal
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +60,6 @@ def mounts_under(path: Path) -> list[str]:
             if point == prefix or point.startswith(prefix + "/"):
                 found.append(point)
     return found
-
-
-@pytest.fixture(autouse=True)
-def no_mounts_left(tmp_path: Path) -> Iterator[None]:
-    """A test that fails halfway must not leave tmpfs mounts on the machine."""
-    yield
-    for point in sorted(mounts_under(tmp_path), key=len, reverse=True):
-        subprocess.run(["umount", "-l", point], check=False)
 
 
 def script(name: str, text: str) -> dict[str, Any]:

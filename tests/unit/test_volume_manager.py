@@ -1,0 +1,125 @@
+"""The volume manager on a temporary root: set-up before containers, FailedMount, CRI mounts,
+tear-down by the reconciler, and what a restarted kubelet finds on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import (
+    V1ConfigMapVolumeSource,
+    V1Container,
+    V1EmptyDirVolumeSource,
+    V1ObjectMeta,
+    V1Pod,
+    V1PodSpec,
+    V1SecurityContext,
+    V1Volume,
+    V1VolumeMount,
+)
+
+from pykubelet.kubelet.getters import RootDirs
+from pykubelet.kubelet.volume_host import VolumeHost
+from pykubelet.volumemanager import (
+    FAILED_MOUNT,
+    MountPrepareError,
+    VolumeManager,
+    VolumeMountError,
+)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def event(self, obj: Any, event_type: str, reason: str, message: str,
+              *args: Any, **kwargs: Any) -> None:
+        self.events.append((event_type, reason, message))
+
+
+def pod(uid: str, volumes: list[V1Volume], mounts: list[V1VolumeMount] | None = None,
+        privileged: bool = False) -> V1Pod:
+    container = V1Container(name="c", volume_mounts=mounts or [],
+                            security_context=V1SecurityContext(privileged=privileged))
+    return V1Pod(metadata=V1ObjectMeta(name="p", namespace="ns", uid=uid),
+                 spec=V1PodSpec(containers=[container], volumes=volumes))
+
+
+def manager(root: Path, recorder: Recorder, removed: set[str]) -> VolumeManager:
+    return VolumeManager(RootDirs(str(root)), recorder, VolumeHost(lambda: (1000, 1 << 30)),
+                         pod_runtime_removed=lambda uid: uid in removed)
+
+
+async def test_set_up_mounts_and_tear_down(tmp_path: Path) -> None:
+    recorder, removed = Recorder(), set[str]()
+    volumes = manager(tmp_path, recorder, removed)
+    data = V1Volume(name="data", empty_dir=V1EmptyDirVolumeSource())
+    p = pod("u1", [data], [V1VolumeMount(name="data", mount_path="/data", read_only=True),
+                           V1VolumeMount(name="data", mount_path="/sub", sub_path="x/y")])
+    await volumes.wait_for_attach_and_mount(p)
+    path = tmp_path / "pods" / "u1" / "volumes" / "kubernetes.io~empty-dir" / "data"
+    assert path.is_dir() and os.stat(path).st_mode & 0o777 == 0o777
+    mounts = volumes.mounts_for(p, p.spec.containers[0], {})
+    assert [(m.container_path, m.host_path, m.readonly) for m in mounts] == [
+        ("/data", str(path), True), ("/sub", str(path / "x" / "y"), False)]
+    assert recorder.events == []
+    # Not removed yet: the reconciler keeps it; once the runtime may drop the pod, it goes.
+    await volumes.reconcile()
+    assert path.exists()
+    removed.add("u1")
+    await volumes.reconcile()
+    assert not path.exists()
+    assert volumes.mounted_volumes("u1") == {}
+
+
+async def test_a_volume_that_cannot_be_set_up_fails_the_sync_with_an_event(
+        tmp_path: Path) -> None:
+    recorder = Recorder()
+    volumes = manager(tmp_path, recorder, set())
+    cfg = V1Volume(name="cfg", config_map=V1ConfigMapVolumeSource(name="settings"))
+    p = pod("u2", [cfg], [V1VolumeMount(name="cfg", mount_path="/cfg")])
+    with pytest.raises(VolumeMountError, match=r"unmounted volumes=\[cfg\]"):
+        await volumes.wait_for_attach_and_mount(p)
+    assert recorder.events and recorder.events[0][:2] == ("Warning", FAILED_MOUNT)
+    assert recorder.events[0][2].startswith('MountVolume.SetUp failed for volume "cfg" : '
+                                            'cannot read configmap "settings"')
+    with pytest.raises(MountPrepareError, match="cannot find volume 'cfg'"):
+        volumes.mounts_for(p, p.spec.containers[0], {})
+
+
+async def test_sub_path_expr_and_propagation_rules(tmp_path: Path) -> None:
+    volumes = manager(tmp_path, Recorder(), set())
+    data = V1Volume(name="data", empty_dir=V1EmptyDirVolumeSource())
+    p = pod("u3", [data], [V1VolumeMount(name="data", mount_path="/d",
+                                         sub_path_expr="$(POD)/logs")])
+    await volumes.wait_for_attach_and_mount(p)
+    (mount,) = volumes.mounts_for(p, p.spec.containers[0], {"POD": "web-1"})
+    assert mount.host_path.endswith("/data/web-1/logs")
+    escape = pod("u3", [data], [V1VolumeMount(name="data", mount_path="/d",
+                                              sub_path_expr="$(UP)")])
+    with pytest.raises(MountPrepareError, match=r"must not contain '\.\.'"):
+        volumes.mounts_for(escape, escape.spec.containers[0], {"UP": ".."})
+    both = pod("u3", [data], [V1VolumeMount(name="data", mount_path="/d",
+                                            mount_propagation="Bidirectional")])
+    with pytest.raises(MountPrepareError, match="privileged"):
+        volumes.mounts_for(both, both.spec.containers[0], {})
+
+
+async def test_a_restarted_kubelet_finds_and_cleans_volumes_on_disk(tmp_path: Path) -> None:
+    first = manager(tmp_path, Recorder(), set())
+    data = V1Volume(name="data", empty_dir=V1EmptyDirVolumeSource())
+    await first.wait_for_attach_and_mount(pod("old", [data]))
+    path = tmp_path / "pods" / "old" / "volumes" / "kubernetes.io~empty-dir" / "data"
+    (path / "file").write_text("x")
+    sources_ready = False
+    second = VolumeManager(RootDirs(str(tmp_path)), Recorder(),
+                           VolumeHost(lambda: (1, 1)), pod_runtime_removed=lambda uid: True,
+                           sources_ready=lambda: sources_ready)
+    await second.reconcile()
+    assert "data" in second.mounted_volumes("old")
+    assert path.exists()  # the sources may still bring the pod back
+    sources_ready = True
+    await second.reconcile()
+    assert not path.exists()
