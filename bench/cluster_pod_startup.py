@@ -50,15 +50,14 @@ if str(REPO_ROOT) not in sys.path:
 from kubernetes_asyncio import client, config  # noqa: E402
 
 from bench.apiproxy import CountingProxy, write_kubeconfig  # noqa: E402
-from bench.pod_startup import (  # noqa: E402
+from bench.harness import (  # noqa: E402
     BenchmarkError,
-    Results,
     RunningWatcher,
     cpu_seconds,
-    measure_raw,
     percentile,
     remove_all_sandboxes,
 )
+from bench.pod_startup import Results, measure_raw  # noqa: E402
 from pykubelet.api import pod_from_dict  # noqa: E402
 from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
 from pykubelet.util.reflector import ApiListWatch, WatchEvent  # noqa: E402

@@ -185,12 +185,12 @@ def test_a_missing_config_map_blocks_the_pod_until_it_is_created(cluster: Cluste
                  {"name": "opt", "configMap": {"name": unique("absent"), "optional": True}}],
         container={"volumeMounts": [{"name": "cfg", "mountPath": "/cfg"},
                                     {"name": "opt", "mountPath": "/opt-cfg"}]})
+    expected = f'MountVolume.SetUp failed for volume "cfg" : configmap "{cfg}" not found'
     event = wait_until(
-        lambda: next((e for e in cluster.events(name) if e["reason"] == "FailedMount"), None),
-        60, "FailedMount event", on_timeout=cluster.log_tail)
+        lambda: next((e for e in cluster.events(name) if e["reason"] == "FailedMount"
+                      and expected in e["message"]), None),
+        60, "FailedMount event naming the ConfigMap", on_timeout=cluster.log_tail)
     assert event["type"] == "Warning"
-    assert f'MountVolume.SetUp failed for volume "cfg" : configmap "{cfg}" not found' \
-        in event["message"]
     pod = cluster.pod(name)
     assert pod is not None and pod["status"]["phase"] == "Pending"
     assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == \
@@ -198,7 +198,8 @@ def test_a_missing_config_map_blocks_the_pod_until_it_is_created(cluster: Cluste
     cluster.config_map(cfg, {"key": "arrived"})
     assert "arrived" in cluster.wait_log(name, "DONE", timeout=120)
     # The optional, missing ConfigMap never produced an event.
-    assert not any('volume "opt"' in e["message"] for e in cluster.events(name))
+    assert not any('volume "opt"' in e["message"] and "not found" in e["message"]
+                   for e in cluster.events(name))
     cluster.delete(name)
 
 
