@@ -30,6 +30,7 @@ from pykubelet import metrics
 from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
 from pykubelet.api.kubetypes import API_SOURCE, FILE_SOURCE, HTTP_SOURCE, PodUpdate, SyncPodType
 from pykubelet.client.informer import ObjectInformer
+from pykubelet.cm.helpers import MILLI_CPU_PER_CPU
 from pykubelet.config.server import KubeletServer
 from pykubelet.container import ContainerState, Pod, PodStatus, ProbeResult
 from pykubelet.container.cache import PodCache
@@ -62,7 +63,13 @@ from pykubelet.lifecycle.admission import (
     SysctlAllowlist,
 )
 from pykubelet.lifecycle.handlers import HandlerRunner
-from pykubelet.nodestatus.resources import allocatable_status, pods_capacity
+from pykubelet.nodestatus.resources import (
+    CPU,
+    MEMORY,
+    allocatable_from,
+    allocatable_status,
+    pods_capacity,
+)
 from pykubelet.objectcache import new_configmap_manager, new_secret_manager, ttl_from_node
 from pykubelet.pleg import GenericPLEG
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
@@ -203,6 +210,15 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     machine, node_resources = await read_node_resources(
         server, container_manager.allocatable_reservation)
     pods_limit = pods_capacity(config.max_pods, config.pods_per_core, machine.num_cores)
+    # A container without a cpu or memory limit reads the node's allocatable from the
+    # downward API (env and volume files), as upstream.
+    allocatable = allocatable_from(node_resources.capacity(),
+                                   node_resources.allocatable_reservation())
+    if CPU in allocatable:
+        runtime.container_options.node_allocatable_cpu_millis = int(
+            allocatable[CPU] * MILLI_CPU_PER_CPU)
+    if MEMORY in allocatable:
+        runtime.container_options.node_allocatable_memory = int(allocatable[MEMORY])
     node_view = NodeView(LocalNode(
         node_name, hostname=flags.hostname_override or None, node_labels=flags.node_labels,
         taints=config.register_with_taints,

@@ -150,8 +150,8 @@ def test_host_path_types_and_upstream_messages(kubelet: KubeletProcess, testbed:
 def test_downward_api_volume_files(kubelet: KubeletProcess, testbed: Testbed) -> None:
     pod = busybox_pod(
         "downward",
-        [{**script("app", "for f in name ns labels tier mem cpu; do echo \"$f=$(cat /info/$f)\";"
-                          " done; ls -la /info"),
+        [{**script("app", "for f in name ns labels tier mem cpu node-mem; do "
+                          "echo \"$f=$(cat /info/$f)\"; done; ls -la /info"),
           "resources": {"limits": {"memory": "64Mi", "cpu": "250m"}},
           "volumeMounts": [{"name": "info", "mountPath": "/info"}]}],
         testbed.busybox_image,
@@ -165,7 +165,11 @@ def test_downward_api_volume_files(kubelet: KubeletProcess, testbed: Testbed) ->
                                                  "divisor": "1Mi"}},
             {"path": "cpu", "resourceFieldRef": {"containerName": "app",
                                                  "resource": "limits.cpu", "divisor": "1m"}},
-        ]}}])
+            {"path": "node-mem", "resourceFieldRef": {"containerName": "bare",
+                                                      "resource": "limits.memory",
+                                                      "divisor": "1Mi"}},
+        ]}}],
+        initContainers=[{"name": "bare", "command": ["true"]}])
     pod["metadata"]["labels"] = {"tier": "web", "app": "shop"}
     kubelet.write_pod(pod)
     text = wait_log(kubelet, "downward", "app", "DONE")
@@ -175,6 +179,12 @@ def test_downward_api_volume_files(kubelet: KubeletProcess, testbed: Testbed) ->
     assert "tier=web" in text
     assert "mem=64" in text
     assert "cpu=250" in text
+    # No memory limit: the node's allocatable (the machine less the eviction threshold).
+    with open("/proc/meminfo", encoding="utf-8") as meminfo:
+        total_mi = int(meminfo.readline().split()[1]) // 1024
+    node_mem = int(next(line for line in text.splitlines()
+                        if line.startswith("node-mem=")).split("=")[1])
+    assert total_mi - 1024 < node_mem < total_mi
     # Upstream's atomic layout: the files are links into ..data.
     assert "..data" in text
 
