@@ -56,6 +56,7 @@ class ClusterKubelet(KubeletProcess):
         self.cert_dir = base / "pki"
 
     def start(self) -> None:
+        self.ensure_cgroup_root()
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
         args = [sys.executable, "-m", "pykubelet", "--config", str(self.config_path),
                 "--root-dir", str(self.root), "--cert-dir", str(self.cert_dir),

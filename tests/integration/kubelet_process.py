@@ -85,11 +85,7 @@ class KubeletProcess:
         }
         config.update(extra_config or {})
         self.cgroup_root = str(config.get("cgroupRoot") or "")
-        if self.cgroup_root and self.cgroup_root != "/":
-            # The cgroupRoot must exist before the kubelet starts (as upstream requires),
-            # also for tests that run this configuration in their own process.
-            CgroupManager().create(parse_cgroupfs_name(self.cgroup_root))
-            _CGROUP_ROOTS.add(self.cgroup_root)
+        self.ensure_cgroup_root()
         self.config_path = base / "kubelet.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.extra_args = extra_args or []
@@ -97,7 +93,16 @@ class KubeletProcess:
 
     # -- process ------------------------------------------------------------
 
+    def ensure_cgroup_root(self) -> None:
+        """The cgroupRoot must exist before the kubelet starts (as upstream requires): made
+        here, for tests that run this configuration in their own process too, and again at
+        each start, since a stop removes it once it is empty."""
+        if self.cgroup_root and self.cgroup_root != "/":
+            CgroupManager().create(parse_cgroupfs_name(self.cgroup_root))
+            _CGROUP_ROOTS.add(self.cgroup_root)
+
     def start(self) -> None:
+        self.ensure_cgroup_root()
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pykubelet", "--config", str(self.config_path),
