@@ -309,3 +309,38 @@ def test_env_from_every_source_shows_in_the_container(cluster: Cluster) -> None:
     master = cluster.plane.kubectl_json("get", "service", "-n", "default", "kubernetes")
     assert f"KUBERNETES_SERVICE_HOST={master['spec']['clusterIP']}" in lines
     cluster.delete(name)
+
+
+def test_cache_strategy_follows_the_node_ttl_annotation(
+        cluster: Cluster, control_plane: ControlPlane, testbed: Testbed,
+        tmp_path: Path) -> None:
+    """``Cache``: an update shows after the TTL the Node's annotation sets. The
+    controller manager's TTL controller annotates the nodes of a small cluster
+    with 0 s; upstream's default without the annotation (60 s) would outlast
+    this test."""
+    name = unique_node_name()
+    kubelet = ClusterKubelet(tmp_path, testbed.endpoint, control_plane, name,
+                             kubeconfig=control_plane.node_kubeconfig(name),
+                             extra_config={"configMapAndSecretChangeDetectionStrategy": "Cache"})
+    kubelet.start()
+    cached = Cluster(control_plane, kubelet, cluster.namespace, cluster.image)
+    cfg, pod = unique("ttl"), unique("ttl")
+    try:
+        kubelet.wait_ready(60)
+        ttl = wait_until(lambda: ((kubelet.node() or {}).get("metadata", {})
+                                  .get("annotations") or {}).get("node.alpha.kubernetes.io/ttl"),
+                         60, "the TTL controller's annotation")
+        assert int(ttl) < 30
+        cached.config_map(cfg, {"value": "first"})
+        cached.create_pod(
+            pod, "(while true; do echo \"now=$(cat /cfg/value)\"; sleep 1; done) &",
+            volumes=[{"name": "cfg", "configMap": {"name": cfg}}],
+            container={"volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]})
+        cached.wait_log(pod, "now=first")
+        cached.config_map(cfg, {"value": "second"})
+        # Within a sync period (10 s) plus the TTL, far below the 60 s default.
+        cached.wait_log(pod, "now=second", timeout=30)
+    finally:
+        cached.delete(pod)
+        kubelet.stop()
+        kubelet.delete_node()
