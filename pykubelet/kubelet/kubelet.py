@@ -236,6 +236,7 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         volume_manager.torn_down.append(volume_host.tokens.delete_pod_tokens)
     runtime.container_options.volume_mounter = volume_manager
     runtime.container_options.env_source = volume_host.env_source()
+    runtime.container_options.recorder = deps.recorder
     # Service links: every Service, kept by a reflector run with the kubelet (cluster mode).
     services = ServiceStore() if deps.kube_client is not None else None
     runtime.container_options.service_env_for = service_env_for(services)

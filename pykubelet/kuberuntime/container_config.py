@@ -55,6 +55,7 @@ from pykubelet.cm.helpers import (
     milli_cpu_to_shares,
     read_mem_total,
 )
+from pykubelet.events import WARNING, EventRecorder
 from pykubelet.kuberuntime.labels import new_container_annotations, new_container_labels
 from pykubelet.kuberuntime.logs import container_log_path, pod_logs_directory
 from pykubelet.kuberuntime.sandbox_config import (
@@ -68,6 +69,7 @@ from pykubelet.kuberuntime.sandbox_config import (
 from pykubelet.util import klog
 
 ETC_HOSTS_PATH = "/etc/hosts"
+INVALID_ENV_NAMES = "InvalidEnvironmentVariableNames"
 ETC_HOSTS_FILE_NAME = "etc-hosts"
 DEFAULT_MASKED_PATHS = (
     "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
@@ -139,6 +141,8 @@ class ContainerOptions:
     service_env_for: Callable[[V1Pod], Mapping[str, str]] | None = None
     volume_mounter: VolumeMounter | None = None
     env_source: EnvSource | None = None
+    # Where warnings about the pod's spec go (``InvalidEnvironmentVariableNames``).
+    recorder: EventRecorder | None = None
 
 
 def _lookup_in(*envs: Mapping[str, str]) -> Callable[[str], str | None]:
@@ -269,8 +273,15 @@ def _env_from(pod: V1Pod, container: V1Container, opts: ContainerOptions) -> dic
                 continue
             env[env_name] = str(value)
         if invalid:
+            keys = ", ".join(sorted(invalid))
             klog.warning("Keys were skipped because they are invalid environment variable names",
-                         pod=_pod_ident(pod), source=name, keys=",".join(sorted(invalid)))
+                         pod=_pod_ident(pod), source=name, keys=keys)
+            if opts.recorder is not None:
+                label = "configMap" if kind == "configmap" else "secret"
+                opts.recorder.event(
+                    pod, WARNING, INVALID_ENV_NAMES,
+                    f"Keys [{keys}] from the EnvFrom {label} {namespace}/{name} were skipped "
+                    f"since they are considered invalid environment variable names.")
     return env
 
 

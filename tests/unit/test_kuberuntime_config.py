@@ -204,6 +204,24 @@ def test_env_from_config_map_with_prefix_and_key_refs(opts: ContainerOptions) ->
     assert env == {"CFG_MODE": "fast", "CFG_1BAD": "x", "M": "fast", "USE": "fast"}
 
 
+def test_invalid_env_from_keys_are_skipped_with_an_event(opts: ContainerOptions) -> None:
+    opts.env_source = FakeEnvSource({"shop/settings": {"MODE": "fast", "1BAD": "x",
+                                                       "2bad": "y"}})
+    events: list[tuple[str, str, str]] = []
+
+    class Recorder:
+        def event(self, obj: object, event_type: str, reason: str, message: str,
+                  field_path: str = "") -> None:
+            events.append((event_type, reason, message))
+
+    opts.recorder = Recorder()
+    pod = make_pod({"envFrom": [{"configMapRef": {"name": "settings"}}]})
+    assert env_of(config_for(pod, opts)) == {"MODE": "fast"}
+    assert events == [("Warning", "InvalidEnvironmentVariableNames",
+                       "Keys [1BAD, 2bad] from the EnvFrom configMap shop/settings were skipped "
+                       "since they are considered invalid environment variable names.")]
+
+
 def test_missing_config_map_key_is_a_config_error(opts: ContainerOptions) -> None:
     opts.env_source = FakeEnvSource({"shop/settings": {}})
     pod = make_pod({"env": [{"name": "M", "valueFrom": {"configMapKeyRef": {
