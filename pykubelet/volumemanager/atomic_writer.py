@@ -113,11 +113,11 @@ class AtomicWriter:
                 found.add(os.path.relpath(os.path.join(root, name), ts_dir))
         if found != set(payload):
             return False
+        # Content only, as upstream: a pod's modes never change (its volumes are
+        # immutable), and fsGroup ownership adds group bits to what was written.
         for path, projection in payload.items():
             full = os.path.join(ts_dir, path)
             try:
-                if os.stat(full).st_mode & 0o7777 != projection.mode & 0o7777:
-                    return False
                 with open(full, "rb") as existing:
                     if existing.read() != projection.data:
                         return False

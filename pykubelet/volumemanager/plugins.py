@@ -235,19 +235,60 @@ def check_host_path_type(path: str, path_type: str | None) -> None:
 # --- set-up ----------------------------------------------------------------------------
 
 
-def _ensure_dir(path: str, tmpfs: bool, size: int | None, mode: int = 0o755) -> None:
+def _ensure_dir(path: str, tmpfs: bool, size: int | None, mode: int = 0o755) -> bool:
+    """Create (and mount) the volume directory; True when it was not there yet."""
+    created = not os.path.isdir(path)
     os.makedirs(path, mode=0o750 if not tmpfs else 0o755, exist_ok=True)
     if tmpfs and not is_mount_point(path):
         mount_tmpfs(path, size)
+        created = True
     os.chmod(path, mode)
+    return created
 
 
-def _write(path: str, tmpfs: bool, payload: dict[str, FileProjection]) -> None:
+def set_volume_ownership(path: str, fs_group: int, read_only: bool) -> None:
+    """Upstream ``SetVolumeOwnership``: group ``fs_group`` and group access on everything.
+
+    Files get group read (and write unless the volume is read-only), directories
+    also group search and the setgid bit so new files inherit the group. Links
+    are re-owned but never chmod-ed: that would change their target's mode.
+    """
+    mask = 0o440 if read_only else 0o660
+
+    def own(full: str) -> None:
+        info = os.lstat(full)
+        os.lchown(full, -1, fs_group)
+        if stat.S_ISLNK(info.st_mode):
+            return
+        extra = mask | (stat.S_ISGID | 0o110 if stat.S_ISDIR(info.st_mode) else 0)
+        os.chmod(full, stat.S_IMODE(info.st_mode) | extra)
+
+    own(path)
+    for root, dirs, files in os.walk(path):  # never descends into linked directories
+        for name in (*dirs, *files):
+            own(os.path.join(root, name))
+
+
+def _write(path: str, tmpfs: bool, payload: dict[str, FileProjection],
+           fs_group: int | None) -> None:
     _ensure_dir(path, tmpfs, None)
     try:
-        AtomicWriter(path).write(payload)
+        changed = AtomicWriter(path).write(payload)
     except PathError as err:
         raise VolumeError(str(err)) from err
+    if changed and fs_group is not None:
+        set_volume_ownership(path, fs_group, read_only=True)
+
+
+def _empty_dir(path: str, tmpfs: bool, size: int | None, fs_group: int | None) -> None:
+    # emptyDir is writable by every user of the pod, as upstream's 0777.
+    if _ensure_dir(path, tmpfs, size, 0o777) and fs_group is not None:
+        set_volume_ownership(path, fs_group, read_only=False)
+
+
+def _fs_group(pod: V1Pod) -> int | None:
+    context = pod.spec.security_context if pod.spec else None
+    return context.fs_group if context is not None else None
 
 
 async def _object(fetch: Any, kind: str, namespace: str, name: str,
@@ -279,8 +320,7 @@ async def set_up(pod: V1Pod, volume: V1Volume, path: str,
                 size = memory_to_bytes(empty.size_limit)
             except QuantityError as err:
                 raise VolumeError(f"invalid sizeLimit {empty.size_limit}: {err}") from err
-        # emptyDir is writable by every user of the pod, as upstream's 0777.
-        await asyncio.to_thread(_ensure_dir, path, memory, size, 0o777)
+        await asyncio.to_thread(_empty_dir, path, memory, size, _fs_group(pod))
         return SetUpResult(path, False)
     if sources is None:
         raise VolumeError(f"volume type {volume_type(volume)} needs the API server, and this "
@@ -310,7 +350,7 @@ async def set_up(pod: V1Pod, volume: V1Volume, path: str,
     else:
         raise VolumeError(f'volume "{volume.name}" has type {volume_type(volume)}, '
                           f"which pykubelet cannot mount")
-    await asyncio.to_thread(_write, path, uses_tmpfs(volume), payload)
+    await asyncio.to_thread(_write, path, uses_tmpfs(volume), payload, _fs_group(pod))
     return SetUpResult(path, read_only)
 
 
@@ -357,7 +397,24 @@ def _describe(err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
-__all__ = ["CONFIG_MAP", "DOWNWARD_API", "EMPTY_DIR", "HOST_PATH", "PROJECTED", "SECRET",
-           "SetUpResult", "VolumeError", "VolumeSources", "check_host_path_type",
-           "configmap_payload", "downward_payload", "plugin_dir_name", "read_only_by_plugin",
-           "secret_payload", "set_up", "uses_tmpfs", "volume_type"]
+__all__ = [
+    "CONFIG_MAP",
+    "DOWNWARD_API",
+    "EMPTY_DIR",
+    "HOST_PATH",
+    "PROJECTED",
+    "SECRET",
+    "SetUpResult",
+    "VolumeError",
+    "VolumeSources",
+    "check_host_path_type",
+    "configmap_payload",
+    "downward_payload",
+    "plugin_dir_name",
+    "read_only_by_plugin",
+    "secret_payload",
+    "set_up",
+    "set_volume_ownership",
+    "uses_tmpfs",
+    "volume_type",
+]

@@ -344,3 +344,23 @@ def test_cache_strategy_follows_the_node_ttl_annotation(
         cached.delete(pod)
         kubelet.stop()
         kubelet.delete_node()
+
+
+def test_fs_group_lets_a_non_root_container_read_its_secret(cluster: Cluster) -> None:
+    sec, name = unique("owned"), unique("nonroot")
+    cluster.secret(sec, {"password": "for-group"})
+    cluster.create_pod(
+        name,
+        "id; echo SECRET=$(cat /sec/password); stat -c 'mode=%a gid=%g' /sec/..data/password; "
+        "touch /scratch/new && stat -c 'new-gid=%g' /scratch/new",
+        securityContext={"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000},
+        volumes=[{"name": "sec", "secret": {"secretName": sec, "defaultMode": 0o400}},
+                 {"name": "scratch", "emptyDir": {}}],
+        container={"volumeMounts": [{"name": "sec", "mountPath": "/sec"},
+                                    {"name": "scratch", "mountPath": "/scratch"}]})
+    text = cluster.wait_log(name, "DONE")
+    assert "uid=1000" in text and "2000" in text.splitlines()[0]  # fsGroup is supplementary
+    assert "SECRET=for-group" in text  # 0400 alone would keep uid 1000 out
+    assert "mode=440 gid=2000" in text
+    assert "new-gid=2000" in text  # the emptyDir is setgid fsGroup
+    cluster.delete(name)

@@ -35,6 +35,7 @@ from pykubelet.volumemanager.plugins import (
     configmap_payload,
     downward_payload,
     secret_payload,
+    set_volume_ownership,
 )
 
 
@@ -174,3 +175,26 @@ def test_downward_payload() -> None:
     with pytest.raises(VolumeError, match=r"unsupported fieldPath: spec\.bogus"):
         downward_payload(pod, [V1DownwardAPIVolumeFile(
             path="x", field_ref=V1ObjectFieldSelector(field_path="spec.bogus"))], 0o644, (1, 1))
+
+
+def test_fs_group_ownership(tmp_path: Path) -> None:
+    volume = tmp_path / "vol"
+    AtomicWriter(str(volume)).write({"secret": FileProjection(b"x", 0o400),
+                                     "sub/f": FileProjection(b"y", 0o600)})
+    set_volume_ownership(str(volume), 2000, read_only=True)
+    data = volume / os.readlink(volume / DATA_DIR_NAME)
+    for path in (volume, data, data / "sub"):
+        info = os.stat(path)
+        assert info.st_gid == 2000 and info.st_mode & 0o2050 == 0o2050  # setgid, g+rx
+    assert os.stat(volume / "secret").st_mode & 0o777 == 0o440  # through the link
+    assert os.stat(data / "sub" / "f").st_mode & 0o777 == 0o640
+    assert os.lstat(volume / "secret").st_gid == 2000  # the link itself re-owned
+    # Unchanged content is not rewritten although the modes gained group bits.
+    assert not AtomicWriter(str(volume)).write({"secret": FileProjection(b"x", 0o400),
+                                                "sub/f": FileProjection(b"y", 0o600)})
+    writable = tmp_path / "empty"
+    writable.mkdir()
+    (writable / "f").write_text("z")
+    os.chmod(writable / "f", 0o600)
+    set_volume_ownership(str(writable), 2000, read_only=False)
+    assert os.stat(writable / "f").st_mode & 0o777 == 0o660
