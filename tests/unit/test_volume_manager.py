@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import (
     V1ConfigMapVolumeSource,
     V1Container,
@@ -123,3 +124,21 @@ async def test_a_restarted_kubelet_finds_and_cleans_volumes_on_disk(tmp_path: Pa
     sources_ready = True
     await second.reconcile()
     assert not path.exists()
+
+
+async def test_mount_propagation_reaches_the_cri_mount(tmp_path: Path) -> None:
+    volumes = manager(tmp_path, Recorder(), set())
+    data = V1Volume(name="data", empty_dir=V1EmptyDirVolumeSource())
+    mounts = [V1VolumeMount(name="data", mount_path="/a"),
+              V1VolumeMount(name="data", mount_path="/b", mount_propagation="HostToContainer"),
+              V1VolumeMount(name="data", mount_path="/c", mount_propagation="Bidirectional")]
+    p = pod("u4", [data], mounts, privileged=True)
+    await volumes.wait_for_attach_and_mount(p)
+    assert [m.propagation for m in volumes.mounts_for(p, p.spec.containers[0], {})] == [
+        api_pb2.MountPropagation.PROPAGATION_PRIVATE,
+        api_pb2.MountPropagation.PROPAGATION_HOST_TO_CONTAINER,
+        api_pb2.MountPropagation.PROPAGATION_BIDIRECTIONAL]
+    bad = pod("u4", [data], [V1VolumeMount(name="data", mount_path="/d",
+                                           mount_propagation="Sideways")])
+    with pytest.raises(MountPrepareError, match="invalid mountPropagation"):
+        volumes.mounts_for(bad, bad.spec.containers[0], {})
