@@ -207,7 +207,14 @@ def test_pre_stop_runs_before_the_container_gets_sigterm(kubelet: KubeletProcess
     uid = kubelet.pod("prestop")["metadata"]["uid"]  # type: ignore[index]
     log_file = kubelet.logs_dir / f"default_prestop-e2e-node_{uid}" / "c" / "0.log"
     path.unlink()
-    kubelet.wait_for(lambda: "got-sigterm" in log_file.read_text(), 30, "container stopped")
-    text = log_file.read_text()
+    # The log goes with the pod's clean-up soon after the container stops: keep what was read.
+    seen = [""]
+
+    def stopped() -> bool:
+        seen[0] = log_file.read_text()
+        return "got-sigterm" in seen[0]
+
+    kubelet.wait_for(stopped, 30, "container stopped")
+    text = seen[0]
     assert "pre-stop-ran" in text
     assert text.index("pre-stop-ran") < text.index("got-sigterm")
