@@ -20,6 +20,8 @@ from typing import Any
 
 from kubernetes_asyncio.client import V1Pod
 
+from pykubelet.api.kubetypes import is_static_pod
+
 Object = dict[str, Any]
 
 # The services every pod gets variables for, from this namespace.
@@ -115,7 +117,9 @@ def service_env_for(store: ServiceStore | None) -> Callable[[V1Pod], dict[str, s
     def env_for(pod: V1Pod) -> dict[str, str]:
         if store is None:
             return {}  # standalone: no services to read
-        if not store.synced:
+        # A static pod must start without the API server (it may be the API server); one
+        # from the API waits for the first list, so KUBERNETES_SERVICE_HOST is not missed.
+        if not store.synced and not is_static_pod(pod):
             raise ServicesNotSyncedError(
                 "services have not yet been read at least once, cannot construct envvars")
         namespace = pod.metadata.namespace or ""

@@ -15,8 +15,9 @@ def service(namespace: str, name: str, ip: str, *ports: dict[str, Any]) -> dict[
             "spec": {"clusterIP": ip, "ports": list(ports)}}
 
 
-def pod(namespace: str, links: bool | None = None) -> V1Pod:
-    return V1Pod(metadata=V1ObjectMeta(name="p", namespace=namespace),
+def pod(namespace: str, links: bool | None = None, source: str = "api") -> V1Pod:
+    return V1Pod(metadata=V1ObjectMeta(name="p", namespace=namespace,
+                                       annotations={"kubernetes.io/config.source": source}),
                  spec=V1PodSpec(containers=[], enable_service_links=links))
 
 
@@ -49,6 +50,8 @@ def test_which_services_a_pod_gets() -> None:
     env_for = service_env_for(store)
     with pytest.raises(ServicesNotSyncedError):
         env_for(pod("shop"))
+    # A static pod does not wait for the API server (it may be the API server).
+    assert env_for(pod("kube-system", source="file")) == {}
     store.replace([service("default", "kubernetes", "10.0.0.1", {"name": "https", "port": 443}),
                    service("shop", "web", "10.0.0.2", {"port": 80}),
                    service("other", "db", "10.0.0.3", {"port": 5432})], "1")
