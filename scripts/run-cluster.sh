@@ -66,7 +66,7 @@ cleanup() {
             rmdir "$container_links" 2>/dev/null || true
         fi
     fi
-    rm -rf "$state"
+    pyk_remove_state "$state"
 }
 trap cleanup EXIT
 
@@ -87,8 +87,9 @@ pykubelet cluster run: node "$node" (Ctrl-C stops it and removes what the run cr
     kubectl get lease -n kube-node-lease $node       # the heartbeat, renewed every 10 s
     kubectl apply -f $repo/examples/cluster/deployment.yaml
     kubectl get pods -o wide                         # three hello pods on $node
+    kubectl logs deploy/hello                        # through the kubelet API on 10250
   node credential  $kubeconfig
-  kubelet metrics  curl -s http://127.0.0.1:10255/metrics | grep -e ^rest_client -e ^kubelet_
+  kubelet metrics  kubectl get --raw /api/v1/nodes/$node/proxy/metrics | grep -e ^rest_client -e ^kubelet_
   control plane    logs in $plane/logs/
   containerd       unix://$socket  (its log: $testbed/containerd.log)
 
@@ -97,6 +98,7 @@ EOF
 "$PYK_PYTHON" -m pykubelet \
     --config "$state/kubelet.yaml" \
     --kubeconfig "$kubeconfig" \
+    --client-ca-file "$plane/pki/ca.crt" \
     --hostname-override "$node" \
     --container-runtime-endpoint "unix://$socket" \
     --root-dir "$state/root" \

@@ -63,7 +63,7 @@ cleanup() {
             rmdir "$container_links" 2>/dev/null || true
         fi
     fi
-    rm -rf "$state"
+    pyk_remove_state "$state"
 }
 trap cleanup EXIT
 

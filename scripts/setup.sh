@@ -36,6 +36,17 @@ PYK_PYTHON=""
 pyk_log() { echo "setup: $*" >&2; }
 pyk_die() { pyk_log "error: $*"; exit 1; }
 
+# Usage: pyk_remove_state DIR
+# Removes a run's directory. Pods outlive pykubelet, so their tmpfs volumes
+# (secrets, tokens, memory emptyDirs) may still be mounted under it: those are
+# unmounted first, deepest first, or rm would stop at them.
+pyk_remove_state() {
+    local dir=$1 mount
+    awk -v prefix="$dir/" 'index($2, prefix) == 1 { print $2 }' /proc/mounts | sort -r |
+        while read -r mount; do umount "$mount" || umount -l "$mount" || true; done
+    rm -rf "$dir"
+}
+
 # Usage: pyk_as_root SCRIPT ARGS...
 # Root is needed for containerd, network namespaces and mounts. A user who is
 # not root gets the same command again through sudo, with the PYKUBELET_* and
