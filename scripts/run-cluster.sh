@@ -54,7 +54,8 @@ cleanup() {
         echo "remove them with:"
         echo "  bash scripts/testbed/controlplane.sh stop $plane"
         echo "  bash scripts/testbed/containerd.sh stop $testbed"
-        echo "  find $container_links -maxdepth 1 -lname '$state/*' -delete; rm -rf $state"
+        echo "  find $container_links -maxdepth 1 -lname '$state/*' -delete"
+        echo "  awk '\$2 ~ \"^$state/\" {print \$2}' /proc/mounts | sort -r | xargs -r -n1 umount; rm -rf $state"
         return
     fi
     echo "run-cluster: removing the pods, containerd, the control plane and $state (please wait)"

@@ -52,7 +52,8 @@ cleanup() {
     if [[ "${KEEP_TESTBED:-0}" == 1 ]]; then
         echo "run-standalone: KEEP_TESTBED=1: pods, containerd and $state are kept; remove them with:"
         echo "  bash scripts/testbed/containerd.sh stop $testbed"
-        echo "  find $container_links -maxdepth 1 -lname '$state/*' -delete; rm -rf $state"
+        echo "  find $container_links -maxdepth 1 -lname '$state/*' -delete"
+        echo "  awk '\$2 ~ \"^$state/\" {print \$2}' /proc/mounts | sort -r | xargs -r -n1 umount; rm -rf $state"
         return
     fi
     echo "run-standalone: removing the pods, the containerd testbed and $state (please wait)"
