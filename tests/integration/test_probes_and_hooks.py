@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -195,26 +196,25 @@ def test_post_start_hook_runs_after_start(kubelet: KubeletProcess, testbed: Test
 
 
 def test_pre_stop_runs_before_the_container_gets_sigterm(kubelet: KubeletProcess,
-                                                         testbed: Testbed) -> None:
-    script = ("trap 'echo got-sigterm; exit 0' TERM; echo up; "
+                                                         testbed: Testbed,
+                                                         tmp_path: Path) -> None:
+    # Both write to a hostPath file: the container log goes with the pod's clean-up as soon
+    # as the container has stopped (as upstream removes a deleted pod's dead containers).
+    out = tmp_path / "prestop-out"
+    out.mkdir()
+    script = ("trap 'echo got-sigterm >> /out/log; exit 0' TERM; echo up; "
               "while true; do sleep 0.2; done")
     path = kubelet.write_pod(busybox_pod("prestop", [{
         "name": "c", "command": ["sh", "-c", script],
+        "volumeMounts": [{"name": "out", "mountPath": "/out"}],
         "lifecycle": {"preStop": {"exec": {"command": [
-            "sh", "-c", "echo pre-stop-ran > /proc/1/fd/1; sleep 1"]}}}}],
-        testbed.busybox_image, terminationGracePeriodSeconds=10))
+            "sh", "-c", "echo pre-stop-ran >> /out/log; sleep 1"]}}}}],
+        testbed.busybox_image, terminationGracePeriodSeconds=10,
+        volumes=[{"name": "out", "hostPath": {"path": str(out), "type": "Directory"}}]))
     kubelet.wait_for(lambda: kubelet.container_status("prestop", "c").get("ready"), 60, "ready")
-    uid = kubelet.pod("prestop")["metadata"]["uid"]  # type: ignore[index]
-    log_file = kubelet.logs_dir / f"default_prestop-e2e-node_{uid}" / "c" / "0.log"
     path.unlink()
-    # The log goes with the pod's clean-up soon after the container stops: keep what was read.
-    seen = [""]
-
-    def stopped() -> bool:
-        seen[0] = log_file.read_text()
-        return "got-sigterm" in seen[0]
-
-    kubelet.wait_for(stopped, 30, "container stopped")
-    text = seen[0]
+    log = out / "log"
+    kubelet.wait_for(lambda: "got-sigterm" in log.read_text(), 30, "container stopped")
+    text = log.read_text()
     assert "pre-stop-ran" in text
     assert text.index("pre-stop-ran") < text.index("got-sigterm")
