@@ -10,6 +10,7 @@ camelCase JSON dictionaries that files, HTTP bodies and the API server use.
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
 from typing import Any, TypeVar
 
@@ -67,6 +68,38 @@ def pod_from_dict(data: dict[str, Any]) -> V1Pod:
     return from_dict(data, V1Pod)
 
 
+# Values a copy can share with its original: none of them can be changed in place.
+_IMMUTABLE = (str, int, float, bool, bytes, type(None), datetime.datetime, datetime.date,
+              datetime.timedelta)
+
+
+def clone(obj: T) -> T:
+    """A deep copy of a model (or a list or dict of them) that shares what cannot change.
+
+    ``copy.deepcopy`` of a generated model also copies the client
+    ``Configuration`` every model points to, and keeps a memo of every object
+    it visits; a pod status took about 0.3 ms that way. The kubelet copies pods
+    and statuses on every sync, so this walks the model's own fields instead:
+    strings, numbers and times are shared, lists, dicts and models are new.
+    """
+    if isinstance(obj, _IMMUTABLE):
+        return obj
+    if isinstance(obj, list):
+        return [clone(item) for item in obj]  # type: ignore[return-value]
+    if isinstance(obj, dict):
+        return {key: clone(value) for key, value in obj.items()}  # type: ignore[return-value]
+    if getattr(obj, "openapi_types", None) is None:
+        return copy.deepcopy(obj)
+    copied = object.__new__(type(obj))
+    fields = dict(obj.__dict__)
+    for name, value in fields.items():
+        # local_vars_configuration is the client's shared settings object: kept, not copied.
+        if name != "local_vars_configuration" and not isinstance(value, _IMMUTABLE):
+            fields[name] = clone(value)
+    copied.__dict__.update(fields)
+    return copied
+
+
 # Pod phases; a pod in a terminal phase never runs again (its phase never moves back).
 POD_PENDING = "Pending"
 POD_RUNNING = "Running"
@@ -107,6 +140,7 @@ __all__ = [
     "POD_RUNNING",
     "POD_SUCCEEDED",
     "TERMINAL_POD_PHASES",
+    "clone",
     "from_dict",
     "is_terminal_phase",
     "pod_desc",

@@ -27,6 +27,7 @@ import asyncio
 import json
 import math
 import os
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -170,7 +171,8 @@ class ContainerManager:
         self.cgroups = cgroups or CgroupManager(config.cgroup_driver)
         self.capacity = capacity or Capacity.probe(config.root_dir)
         self.active_pods = active_pods
-        self._qos_lock = asyncio.Lock()
+        # QoS cgroup writes happen in worker threads (periodic update, new pods).
+        self._qos_lock = threading.Lock()
         self.root: CgroupName = self._parse_root()
         if config.cgroups_per_qos:
             self.root = (*self.root, KUBEPODS)
@@ -367,9 +369,17 @@ class ContainerManager:
         """For the pod sync: QoS cgroups first (a new pod changes burstable), then the pod's."""
         if not self.config.cgroups_per_qos:
             return
-        if not await asyncio.to_thread(self.cgroups.exists, self.pod_cgroup(pod)):
-            await self.update_qos_cgroups()
-            await asyncio.to_thread(self.ensure_pod_cgroup, pod)
+        # Every sync of a running pod stops here: three stat calls are cheaper on the loop
+        # than a hop to a worker thread and back.
+        if self.cgroups.exists(self.pod_cgroup(pod)):
+            return
+        qos_configs = self.qos_configs(list(self.active_pods())) if self.started else {}
+        # A new pod waits on this before its sandbox: one hop for all the writes.
+        await asyncio.to_thread(self._create_pod_cgroup, pod, qos_configs)
+
+    def _create_pod_cgroup(self, pod: V1Pod, qos_configs: dict[str, ResourceConfig]) -> None:
+        self._write_qos_cgroups(qos_configs)
+        self.ensure_pod_cgroup(pod)
 
     def pod_cgroups_on_node(self) -> dict[str, CgroupName]:
         """uid -> cgroup of every pod cgroup that exists under the QoS tree."""
@@ -420,9 +430,12 @@ class ContainerManager:
         if not self.config.cgroups_per_qos or not self.started:
             return
         configs = self.qos_configs(list(self.active_pods()))
-        async with self._qos_lock:
+        await asyncio.to_thread(self._write_qos_cgroups, configs)
+
+    def _write_qos_cgroups(self, configs: dict[str, ResourceConfig]) -> None:
+        with self._qos_lock:
             for qos, config in configs.items():
-                await asyncio.to_thread(self.cgroups.update, self.qos_cgroup(qos), config)
+                self.cgroups.update(self.qos_cgroup(qos), config)
 
     async def run_qos_updates(self, period: float = QOS_UPDATE_PERIOD) -> None:
         """The periodic QoS update (a supervised task)."""

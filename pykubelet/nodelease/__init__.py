@@ -16,7 +16,6 @@ Only the heartbeat client is used: it is never throttled behind pod traffic.
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime
 import json
 import random
@@ -25,6 +24,7 @@ from typing import Any, Protocol, cast
 
 from kubernetes_asyncio.client import ApiException, CoordinationV1Api, CoreV1Api
 
+from pykubelet.api import clone
 from pykubelet.api.wellknown import NAMESPACE_NODE_LEASE
 from pykubelet.client.apiclient import KubeletApiClient, describe_error, raise_for_status
 from pykubelet.util import klog
@@ -202,7 +202,7 @@ class NodeLeaseController:
                          "leaseDurationSeconds": self.lease_duration_seconds},
             }
         else:
-            lease = copy.deepcopy(base)
+            lease = clone(base)
         lease.setdefault("spec", {})["renewTime"] = micro_time(self._clock())
         metadata = lease.setdefault("metadata", {})
         if not metadata.get("ownerReferences"):

@@ -23,7 +23,6 @@ Ready within a moment of its runtime coming up rather than a full period later.
 from __future__ import annotations
 
 import asyncio
-import copy
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -40,6 +39,7 @@ from kubernetes_asyncio.client import (
     V1Taint,
 )
 
+from pykubelet.api import clone
 from pykubelet.api.wellknown import (
     DEFAULT_NODE_LABELS,
     LABEL_ARCH_BETA,
@@ -204,7 +204,7 @@ class NodeStatusManager:
                 klog.info("The node label will overwrite the default setting", labelKey=key,
                           labelValue=value, default=labels[key])
             labels[key] = value
-        taints = [copy.deepcopy(t) for t in options.register_with_taints]
+        taints = [clone(t) for t in options.register_with_taints]
         if not options.register_schedulable and not any(
                 t.key == TAINT_NODE_UNSCHEDULABLE and t.effect == TAINT_EFFECT_NO_SCHEDULE
                 for t in taints):
@@ -224,7 +224,7 @@ class NodeStatusManager:
 
     async def update_node(self, original: V1Node) -> tuple[V1Node, bool]:
         """A copy of ``original`` with the current status, and whether it differs."""
-        node = copy.deepcopy(original)
+        node = clone(original)
         labels_missing = False
         node.metadata.labels = dict(node.metadata.labels or {})
         for key, value in ((LABEL_OS_STABLE, go_os()), (LABEL_ARCH_STABLE, go_arch())):
@@ -279,7 +279,7 @@ class NodeStatusManager:
                        describe_error(err), node=self.node_name)
             return False
         klog.info("Node was previously registered", node=self.node_name)
-        original = copy.deepcopy(existing)
+        original = clone(existing)
         requires_update = _reconcile_attach_detach_annotation(node, existing)
         requires_update = _update_default_labels(node, existing) or requires_update
         requires_update = _reconcile_hugepages(node, existing) or requires_update

@@ -15,7 +15,6 @@ inputs.
 from __future__ import annotations
 
 import contextlib
-import copy
 import ipaddress
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -41,6 +40,7 @@ from pykubelet.api import (
     POD_RUNNING,
     POD_SUCCEEDED,
     TERMINAL_POD_PHASES,
+    clone,
     pod_ref,
     pod_uid,
 )
@@ -157,12 +157,12 @@ def generate_api_pod_status(
         status.reason = old.reason or api_status.reason
         status.message = old.message or api_status.message
 
-    conditions = [copy.deepcopy(c) for c in api_status.conditions or []
+    conditions = [clone(c) for c in api_status.conditions or []
                   if c.type not in KUBELET_CONDITIONS]
     disruption = _find_condition(old.conditions, DISRUPTION_TARGET)
     if disruption is not None:
         conditions = [c for c in conditions if c.type != DISRUPTION_TARGET]
-        conditions.append(copy.deepcopy(disruption))
+        conditions.append(clone(disruption))
     all_statuses = [*status.init_container_statuses, *status.container_statuses]
     generated = [
         generate_pod_ready_to_start_containers_condition(pod, runtime_status),
@@ -446,7 +446,7 @@ def _convert_container_statuses(
     for container in containers:
         old = old_by_name.get(container.name)
         if old is not None and old.state is not None and old.state.terminated is not None:
-            statuses[container.name] = copy.deepcopy(old)
+            statuses[container.name] = clone(old)
             continue
         fresh = V1ContainerStatus(
             name=container.name, image=container.image or "", image_id="", ready=False,
@@ -454,7 +454,7 @@ def _convert_container_statuses(
             state=V1ContainerState(waiting=V1ContainerStateWaiting(reason=default_reason)))
         if old is not None:
             fresh.restart_count = old.restart_count or 0
-            fresh.last_state = copy.deepcopy(old.last_state)
+            fresh.last_state = clone(old.last_state)
         statuses[container.name] = fresh
 
     for container in containers:

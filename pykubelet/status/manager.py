@@ -40,7 +40,14 @@ from kubernetes_asyncio.client import (
     V1PodStatus,
 )
 
-from pykubelet.api import POD_FAILED, TERMINAL_POD_PHASES, is_terminal_phase, pod_ref, to_dict
+from pykubelet.api import (
+    POD_FAILED,
+    TERMINAL_POD_PHASES,
+    clone,
+    is_terminal_phase,
+    pod_ref,
+    to_dict,
+)
 from pykubelet.api.kubetypes import is_mirror_pod, is_static_pod
 from pykubelet.container.helpers import is_restartable_init_container
 from pykubelet.status.generate import (
@@ -149,7 +156,7 @@ class StatusManager:
 
     def get_pod_status(self, uid: str) -> V1PodStatus | None:
         cached = self._statuses.get(uid)
-        return copy.deepcopy(cached.status) if cached is not None else None
+        return clone(cached.status) if cached is not None else None
 
     def peek_pod_status(self, uid: str) -> V1PodStatus | None:
         """The cached status itself, not a copy: for hot paths that only read it.
@@ -163,16 +170,16 @@ class StatusManager:
 
     def pod_with_status(self, pod: V1Pod) -> V1Pod:
         """A copy of ``pod`` carrying the status recorded here (or its own when none is)."""
-        filled = copy.deepcopy(pod)
+        filled = clone(pod)
         cached = self._statuses.get(pod_uid(pod))
         if cached is not None:
-            filled.status = copy.deepcopy(cached.status)
+            filled.status = clone(cached.status)
         return filled
 
     def set_pod_status(self, pod: V1Pod, status: V1PodStatus) -> None:
         """Record a freshly generated status for ``pod``, subject to the invariants."""
         deleting = pod.metadata is not None and pod.metadata.deletion_timestamp is not None
-        self._update(pod, copy.deepcopy(status), force=deleting)
+        self._update(pod, clone(status), force=deleting)
 
     def terminate_pod(self, pod: V1Pod) -> None:
         """Give every container still without a final state a failed one, and end the phase.
@@ -181,7 +188,7 @@ class StatusManager:
         observe is reported as a failure rather than a success.
         """
         cached = self._statuses.get(pod_uid(pod))
-        status = copy.deepcopy(cached.status if cached is not None else pod.status or V1PodStatus())
+        status = clone(cached.status if cached is not None else pod.status or V1PodStatus())
 
         if has_pod_initialized(pod, status):
             for container_status in status.container_statuses or []:
@@ -211,7 +218,7 @@ class StatusManager:
             klog.info("Container readiness changed before pod has synced", podUID=uid,
                       containerID=container_id)
             return
-        status = copy.deepcopy(cached.status)
+        status = clone(cached.status)
         container_status = _find_by_container_id(status, container_id)
         if container_status is None:
             klog.info("Container readiness changed for unknown container", podUID=uid,
@@ -379,7 +386,7 @@ class StatusManager:
                                pod=pod_ref(pod))
                 return False
             pod = mirror
-        api_status = copy.deepcopy(pod.status) if pod.status is not None else V1PodStatus()
+        api_status = clone(pod.status) if pod.status is not None else V1PodStatus()
         normalize_status(pod, api_status)
         if is_pod_status_by_kubelet_equal(api_status, status, self._server_drops):
             return False
@@ -448,7 +455,7 @@ class StatusManager:
             return
         version = cached.version + 1 if cached is not None else 1
         self._statuses[uid] = _VersionedStatus(
-            pod=copy.deepcopy(pod), status=status, version=version,
+            pod=clone(pod), status=status, version=version,
             pod_is_finished=pod_is_finished)
         self._changed.set()
 
@@ -531,7 +538,7 @@ def merge_pod_status(api_status: V1PodStatus | None, status: V1PodStatus,
     A terminal phase is held back (``delay_terminal``) while containers may
     still run, and a terminal pod is never reported ready.
     """
-    merged = copy.deepcopy(status)
+    merged = clone(status)
     old = api_status or V1PodStatus()
     conditions = [c for c in old.conditions or [] if c.type not in KUBELET_CONDITIONS]
     to_terminal = not is_terminal_phase(old.phase) and is_terminal_phase(status.phase)
