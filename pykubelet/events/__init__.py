@@ -3,7 +3,8 @@
 Events such as ``Unhealthy``, ``Killing`` or ``FailedPostStartHook`` are how a
 user learns why a container restarted. In standalone mode there is no API
 server to post them to, so the recorder writes each one as a klog line
-(``"Event occurred" object=... type=Warning reason=Unhealthy message=...``),
+(``"Event occurred" object=... type=Warning reason=Unhealthy message=...``, from
+``--v=3``),
 as the Go kubelet's event broadcaster also logs them. In cluster mode an
 ``EventBroadcaster`` (``broadcaster.py``) listens too and posts them as
 ``v1.Event`` objects, aggregated and rate-limited by the ``EventCorrelator``
@@ -20,6 +21,8 @@ from pykubelet.util import klog
 
 NORMAL = "Normal"
 WARNING = "Warning"
+# Events are written to the log at this --v (upstream makeEventRecorder: StartStructuredLogging(3)).
+EVENT_LOG_VERBOSITY = 3
 
 
 def describe(obj: Any) -> str:
@@ -109,8 +112,10 @@ class LoggingRecorder:
               field_path: str = "") -> None:
         recorded = Event(describe(obj), event_type, reason, message, field_path,
                          object_reference(obj))
-        # The header names the recording code (prober.py, container.py...), not this file.
-        klog.info_depth(1, "Event occurred", object=recorded.object, fieldPath=field_path,
-                        type=event_type, reason=reason, message=message)
+        # At --v=3, as upstream's recorder logs them; the header names the recording code
+        # (prober.py, container.py...), not this file.
+        klog.v(EVENT_LOG_VERBOSITY).info_depth(
+            1, "Event occurred", object=recorded.object, fieldPath=field_path, type=event_type,
+            reason=reason, message=message)
         for listener in self.listeners:
             listener(recorded)

@@ -127,6 +127,11 @@ class Verbose:
         if self.enabled and _LOGGER.isEnabledFor(logging.DEBUG):
             _LOGGER.log(logging.DEBUG, "%s", format_pairs(msg, pairs), stacklevel=2)
 
+    def info_depth(self, depth: int, msg: str, **pairs: Any) -> None:
+        """``info`` naming the line ``depth`` frames above the caller (``V(n).InfoSDepth``)."""
+        if self.enabled and _LOGGER.isEnabledFor(logging.DEBUG):
+            _LOGGER.log(logging.DEBUG, "%s", format_pairs(msg, pairs), stacklevel=2 + depth)
+
 
 def v(level: int) -> Verbose:
     return Verbose(_verbosity >= level)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from pykubelet.api import pod_from_dict
-from pykubelet.events import WARNING, LoggingRecorder
+from pykubelet.events import NORMAL, WARNING, LoggingRecorder
 from pykubelet.util import klog
 
 
@@ -36,6 +36,7 @@ def test_plain_lines_name_the_calling_file(log_stream: io.StringIO) -> None:
 
 
 def test_event_lines_name_the_code_that_recorded_the_event(log_stream: io.StringIO) -> None:
+    klog.set_verbosity(3)
     pod = pod_from_dict({"metadata": {"name": "web", "namespace": "shop", "uid": "u1"},
                          "spec": {"containers": [{"name": "app", "image": "busybox"}]}})
     LoggingRecorder().event(pod, WARNING, "Unhealthy", "Readiness probe failed: timeout",
@@ -46,3 +47,14 @@ def test_event_lines_name_the_code_that_recorded_the_event(log_stream: io.String
     assert "__init__.py" not in line
     assert ('"Event occurred" object="shop/web" fieldPath="spec.containers{app}" '
             'type="Warning" reason="Unhealthy" message="Readiness probe failed: timeout"') in line
+
+
+def test_events_are_logged_from_v3_as_upstream(log_stream: io.StringIO) -> None:
+    pod = pod_from_dict({"metadata": {"name": "web", "namespace": "shop", "uid": "u1"},
+                         "spec": {"containers": [{"name": "app", "image": "busybox"}]}})
+    klog.set_verbosity(2)
+    LoggingRecorder().event(pod, NORMAL, "Pulled", "already present")
+    assert log_stream.getvalue() == ""
+    klog.set_verbosity(3)
+    LoggingRecorder().event(pod, NORMAL, "Pulled", "already present")
+    assert 'reason="Pulled"' in log_stream.getvalue()
