@@ -250,6 +250,3 @@ class Runtime(Protocol):
         """Stop every container and sandbox of ``running``, honouring grace periods."""
         ...
 
-    async def remove_pod(self, uid: str) -> None:
-        """Remove every exited container and sandbox of a pod no source wants any more."""
-        ...

@@ -659,21 +659,16 @@ class Kubelet:
             if uid not in worker_states and not self._is_terminal(pod):
                 self.dispatch_work(pod, SyncPodType.CREATE)
 
-        # One listing serves both clean-ups: pods that still run are killed,
-        # pods that have stopped are removed from the runtime.
+        # Pods that still run in the runtime but have no source and no worker are killed.
+        # What stopped pods leave (dead containers, sandboxes, log directories) is the
+        # container GC's to remove, as upstream: at once for dead containers of a pod whose
+        # content may go, within a GC period (a minute) for the rest.
         for runtime_pod in await self.runtime.get_pods(all_pods=True):
             uid = runtime_pod.id
-            if uid in desired:
-                continue
-            if _still_running(runtime_pod):
-                if uid not in worker_states:
-                    workers.update_pod(UpdatePodOptions(
-                        update_type=SyncPodType.KILL, pod=None, running_pod=runtime_pod,
-                        start_time=time.monotonic(), kill_pod_options=KillPodOptions()))
-            elif workers.should_pod_runtime_be_removed(uid):
-                klog.v(2).info("Removing terminated pod from the runtime", podUID=uid)
-                await self.runtime.remove_pod(uid)
-                self.cache.delete(uid)
+            if uid not in desired and uid not in worker_states and _still_running(runtime_pod):
+                workers.update_pod(UpdatePodOptions(
+                    update_type=SyncPodType.KILL, pod=None, running_pod=runtime_pod,
+                    start_time=time.monotonic(), kill_pod_options=KillPodOptions()))
 
         await asyncio.to_thread(self._remove_orphaned_pod_dirs, set(desired))
         await self.delete_orphaned_mirror_pods()

@@ -12,7 +12,6 @@ restarted kubelet adopt the containers it started before.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import shutil
@@ -71,7 +70,6 @@ from pykubelet.kuberuntime.container import (
 from pykubelet.kuberuntime.container_config import ContainerOptions
 from pykubelet.kuberuntime.images import EVENT_BACK_OFF, ImageManager
 from pykubelet.kuberuntime.labels import (
-    POD_UID_LABEL,
     get_container_info_from_annotations,
     get_container_info_from_labels,
 )
@@ -425,18 +423,6 @@ class KubeGenericRuntimeManager:
                     killed.fail(err, ERR_KILL_POD_SANDBOX, str(err))
                     klog.error("Failed to stop sandbox", err, podSandboxID=sandbox.id.id)
         return result
-
-    async def remove_pod(self, uid: str) -> None:
-        """Remove every container, sandbox and log directory of a pod (for pods gone from
-        their source). Running containers are removed forcibly: kill the pod first."""
-        await self._ensure_initialized()
-        containers = await self.runtime_service.list_containers(
-            api_pb2.ContainerFilter(label_selector={POD_UID_LABEL: uid}))
-        await asyncio.gather(*(self.containers.remove(c.id) for c in containers))
-        for sandbox_id in await self.sandboxes.ids_for_pod(uid):
-            await self.remove_sandbox(sandbox_id)
-        await asyncio.to_thread(self.remove_pod_log_dirs, {uid})
-        self.sandboxes.forget_pod(uid)
 
     async def delete_container(self, container_id: ContainerID) -> None:
         await self.containers.remove(container_id.id)

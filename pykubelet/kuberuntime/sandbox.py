@@ -90,10 +90,6 @@ class PodSandboxes:
                                     f'pod: "{pod_desc(pod)}". {MISSING_CLUSTER_DNS_MESSAGE}')
         return generate_pod_sandbox_config(pod, attempt, self.options)
 
-    def forget_pod(self, uid: str) -> None:
-        """The pod is gone from the runtime: drop what is remembered about it."""
-        self._warned_missing_dns.discard(uid)
-
     def retain_pods(self, uids: set[str]) -> None:
         """Drop what is remembered about every pod not in ``uids``."""
         self._warned_missing_dns &= uids

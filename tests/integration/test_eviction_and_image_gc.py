@@ -31,6 +31,7 @@ from pykubelet.eviction import EvictionConfig, EvictionManager, SignalSources, o
 from pykubelet.images import ImageGCError, ImageGCManager, ImageGCPolicy
 from pykubelet.kubelet.resources import runtime_sandbox_image
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
+from pykubelet.kuberuntime.gc import ContainerGC
 from pykubelet.stats import ImageFsStatsProvider
 from tests.testbed import SCRIPTS_DIR, Testbed
 
@@ -95,11 +96,20 @@ class Node:
             status = await self.status(pod)
             await self.runtime.kill_pod(pod, running_pod_from_status(
                 status, self.runtime.runtime_type), 0)
-        for pod_uid in {p.id for p in await self.runtime.get_pods(all_pods=True)}:
-            await self.runtime.remove_pod(pod_uid)
+        # The container GC removes what the stopped pods left, as for pods no source wants.
+        await ContainerGC(self.runtime, _EveryPodDeleted()).garbage_collect(
+            all_sources_ready=True)
         await self.runtime_service.close()
         await self.image_service.close()
         await asyncio.to_thread(CgroupManager().destroy, parse_cgroupfs_name(self.root))
+
+
+class _EveryPodDeleted:
+    def should_pod_content_be_removed(self, uid: str) -> bool:
+        return True
+
+    def should_pod_runtime_be_removed(self, uid: str) -> bool:
+        return True
 
 
 @pytest.fixture

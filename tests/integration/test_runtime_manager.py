@@ -108,7 +108,9 @@ class Node:
             status = await self.status(pod)
             await self.manager.kill_pod(pod, running_pod_from_status(
                 status, self.manager.runtime_type), grace_period_override=0)
-            await self.manager.remove_pod(pod.metadata.uid)
+        # What the kubelet's container GC does with pods no source wants any more.
+        await ContainerGC(self.manager, DeletedPods({p.metadata.uid for p in self.pods})
+                          ).garbage_collect(all_sources_ready=True)
         for service in self.services:
             await service.close()
 
@@ -364,22 +366,6 @@ async def test_new_manager_adopts_running_pods_with_their_restart_counts(node: N
     assert [r.action for r in result.results] == ["ConfigPodSandbox"]  # nothing started/killed
 
 
-async def test_remove_pod_leaves_nothing_behind(node: Node) -> None:
-    pod = node.pod([sh("web", "echo hi; sleep 3600")])
-    assert (await node.sync(pod)).error() is None
-    status = await node.wait_for(pod, all_running("web"), "web to run")
-    log_dir = Path(node.options.pod_logs_dir) / f"default_{pod.metadata.name}_{pod.metadata.uid}"
-    links = os.listdir(node.options.container_logs_dir)
-    assert any(link.startswith(f"{pod.metadata.name}_default_web-") for link in links)
-
-    await node.manager.kill_pod(pod, running_pod_from_status(status, node.manager.runtime_type))
-    await node.manager.remove_pod(pod.metadata.uid)
-
-    assert pod.metadata.uid not in {p.id for p in await node.manager.get_pods(all_pods=True)}
-    assert not log_dir.exists()
-    assert not os.listdir(node.options.container_logs_dir)
-
-
 async def test_kill_after_kubelet_restart_uses_the_grace_period_recorded_on_the_container(
         node: Node) -> None:
     pod = node.pod([sh("stubborn", "trap '' TERM; while true; do sleep 0.1; done")],
@@ -439,6 +425,9 @@ async def test_garbage_collection_removes_dead_pods_and_keeps_live_ones(node: No
     dead_logs = (Path(node.options.pod_logs_dir)
                  / f"default_{dead.metadata.name}_{dead.metadata.uid}")
     assert dead_logs.exists()
+    dead_link_prefix = f"{dead.metadata.name}_default_web-"
+    assert any(link.startswith(dead_link_prefix)
+               for link in os.listdir(node.options.container_logs_dir))
 
     gc = ContainerGC(node.manager, DeletedPods({dead.metadata.uid}))
     await gc.garbage_collect(all_sources_ready=True)
@@ -446,6 +435,8 @@ async def test_garbage_collection_removes_dead_pods_and_keeps_live_ones(node: No
     dead_status = await node.status(dead)
     assert dead_status.container_statuses == [] and dead_status.sandbox_statuses == []
     assert not dead_logs.exists()
+    assert not any(link.startswith(dead_link_prefix)
+                   for link in os.listdir(node.options.container_logs_dir))
     live_status = await node.status(live)
     # Only the newest finished run of the live pod's container is kept, and its sandbox.
     assert [s.restart_count for s in live_status.container_statuses] == [2]

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from pykubelet.kuberuntime.gc import CONTAINER_GC_PERIOD
 from tests.integration.kubelet_process import (
     KubeletProcess,
     busybox_pod,
@@ -204,7 +205,12 @@ def test_removing_the_file_stops_and_removes_everything(kubelet: KubeletProcess,
         pod_dir = kubelet.root / "pods" / uid
         return not mine and kubelet.pod("gone") is None and not pod_dir.exists()
 
-    kubelet.wait_for(all_gone, 60, "pod, sandbox and directory removed")
+    # The pod is stopped at once; its sandbox goes at the container GC's next pass (every
+    # minute, as upstream's ContainerGCPeriod).
+    kubelet.wait_for(lambda: not any(
+        c.state == 1 and c.labels.get("io.kubernetes.pod.uid") == uid
+        for c in runtime_view(kubelet.endpoint)["containers"]), 30, "container stopped")
+    kubelet.wait_for(all_gone, CONTAINER_GC_PERIOD + 30, "pod, sandbox and directory removed")
 
 
 def test_bad_manifest_beside_good_ones(kubelet: KubeletProcess, testbed: Testbed) -> None:
@@ -309,8 +315,8 @@ def test_restart_cleans_up_pods_whose_manifest_went_away(testbed: Testbed,
         second.start()
         try:
             second.wait_for(lambda: not [s for s in runtime_view(testbed.endpoint)["sandboxes"]
-                                         if s.metadata.uid == orphan_uid], 60,
-                            "orphaned pod removed from the runtime")
+                                         if s.metadata.uid == orphan_uid],
+                            CONTAINER_GC_PERIOD + 30, "orphaned pod removed from the runtime")
             assert second.status("keep")["phase"] == "Running"
             assert second.container_status("keep", "c")["restartCount"] == 0
         finally:

@@ -480,8 +480,8 @@ def test_missing_cluster_dns_is_one_warning_event_per_pod(
     assert events[0].message == (
         'pod: "web_shop(uid-1)". kubelet does not have ClusterDNS IP configured and cannot '
         'create Pod using "ClusterFirst" policy. Falling back to "Default" policy.')
-    # A pod removed from the runtime and created again is told again.
-    sandboxes.forget_pod("uid-1")
+    # A pod removed from the runtime (the GC keeps only pods with sandboxes) is told again.
+    sandboxes.retain_pods(set())
     sandboxes.config(web, 0)
     assert len(events) == 2
 
