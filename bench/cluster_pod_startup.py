@@ -138,10 +138,18 @@ class ApiRunningWatcher:
         return str(meta.get("resourceVersion") or "")
 
     async def _next_change(self) -> None:
-        """Until the next event (or half a second, to look at the kubelet and the watch)."""
+        """Until the next event (or half a second, to look at the kubelet and the watch).
+
+        Not ``asyncio.wait_for``: on Python 3.11 it swallows a cancellation (Ctrl-C)
+        that arrives as the event is set, and with events every few milliseconds
+        that happens often.
+        """
         self._changed.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), 0.5)
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({changed}, timeout=0.5)
+        finally:
+            changed.cancel()
 
     async def wait(self, names: Sequence[str], kubelet: KubeletProcess,
                    timeout: float = START_TIMEOUT) -> list[float]:
