@@ -98,14 +98,16 @@ def pod_manifest(name: str, node: str, image: str) -> client.V1Pod:
 
 
 class ApiRunningWatcher:
-    """When each pod of the namespace was first seen with ``phase: Running`` (admin watch)."""
+    """When each pod of the namespace was first seen with ``phase: Running``, and when
+    its deletion was seen (an admin list+watch; times are taken as the events arrive)."""
 
     def __init__(self, api: client.CoreV1Api, namespace: str) -> None:
         self._lw = ApiListWatch(functools.partial(api.list_namespaced_pod, namespace))
         self.first_running: dict[str, float] = {}
-        self.gone: set[str] = set()
+        self.gone: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
+        self._changed = asyncio.Event()
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -129,10 +131,25 @@ class ApiRunningWatcher:
         meta = obj.get("metadata") or {}
         name = str(meta.get("name") or "")
         if event.type == "DELETED":
-            self.gone.add(name)
+            self.gone.setdefault(name, time.monotonic())
         elif (obj.get("status") or {}).get("phase") == "Running":
             self.first_running.setdefault(name, time.monotonic())
+        self._changed.set()
         return str(meta.get("resourceVersion") or "")
+
+    async def _next_change(self) -> None:
+        """Until the next event (or half a second, to look at the kubelet and the watch).
+
+        Not ``asyncio.wait_for``: on Python 3.11 it swallows a cancellation (Ctrl-C)
+        that arrives as the event is set, and with events every few milliseconds
+        that happens often.
+        """
+        self._changed.clear()
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({changed}, timeout=0.5)
+        finally:
+            changed.cancel()
 
     async def wait(self, names: Sequence[str], kubelet: KubeletProcess,
                    timeout: float = START_TIMEOUT) -> list[float]:
@@ -141,19 +158,22 @@ class ApiRunningWatcher:
             if self._task is not None and self._task.done():
                 self._task.result()
             if kubelet.process is not None and kubelet.process.poll() is not None:
-                raise BenchmarkError(f"pykubelet exited: {kubelet.log_text()[-2000:]}")
+                raise BenchmarkError(f"the kubelet exited: {kubelet.log_text()[-2000:]}")
             if time.monotonic() > deadline:
                 missing = [n for n in names if n not in self.first_running]
                 raise BenchmarkError(f"not Running in the API after {timeout:g}s: {missing[:5]}")
-            await asyncio.sleep(0.005)
+            await self._next_change()
         return [self.first_running[n] for n in names]
 
-    async def wait_gone(self, names: Sequence[str], timeout: float = 60) -> None:
+    async def wait_gone(self, names: Sequence[str], timeout: float = 60) -> list[float]:
         deadline = time.monotonic() + timeout
         while not all(n in self.gone for n in names):
+            if self._task is not None and self._task.done():
+                self._task.result()
             if time.monotonic() > deadline:
                 raise BenchmarkError(f"pods not deleted after {timeout:g}s")
-            await asyncio.sleep(0.05)
+            await self._next_change()
+        return [self.gone[n] for n in names]
 
 
 async def measure_cluster(results: ClusterResults, plane: ControlPlane, testbed: Testbed,

@@ -380,16 +380,23 @@ async def clean_runtime(endpoint: str) -> None:
 
 
 @contextlib.contextmanager
-def interrupt_on_sigterm() -> Iterator[None]:
-    """SIGTERM ends the benchmark like Ctrl-C does, through the same clean-up path."""
+def interrupt_on_signals() -> Iterator[None]:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt where the benchmark is, through one
+    clean-up path (also when a shell starting us in the background ignored SIGINT).
+
+    Not Python's default SIGINT handler: with it, ``asyncio.run`` turns Ctrl-C into a
+    cancellation of the main task, which code on the way (``asyncio.wait_for`` on 3.11,
+    client libraries) can swallow, and the benchmark then runs on to its end.
+    """
     def interrupt(signum: int, frame: types.FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
@@ -448,11 +455,9 @@ def run_on_testbed(body: BenchmarkBody, client_log: dict[str, int] | None = None
     work_dir = Path(tempfile.mkdtemp(prefix="pyk-bench-", dir="/tmp"))
     testbed = Testbed.fresh()
     kubelet_holder: list[Any] = []
-    # A shell starting us in the background ignores SIGINT; Ctrl-C must still clean up.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     counting = (client_logs_counted(client_log) if client_log is not None
                 else contextlib.nullcontext())
-    with interrupt_on_sigterm(), counting:
+    with interrupt_on_signals(), counting:
         try:
             print(f"starting containerd in {testbed.dir} ...", file=sys.stderr, flush=True)
             with uninterruptible("starting containerd"):

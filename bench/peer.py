@@ -33,6 +33,21 @@ cgroupRoot; it runs in a private mount namespace where the six kernel settings
 it would otherwise rewrite (``protectKernelDefaults: false``) are files already
 holding the values it wants, so it finds nothing to change.
 
+With ``--cluster`` (or ``--cluster-only``, which skips the standalone kubelets
+but keeps the raw CRI floor), the same two kubelets then run as nodes of one
+real control plane (``tests/controlplane.py``), one at a time, in alternating
+order, each round under a new node name with that node's own client
+certificate (``system:node:NAME``) and the same settings as above, plus the
+host's address as ``--node-ip`` for both. Through the API, as a user sees it
+(pods bound with ``spec.nodeName``, so the scheduler is not measured):
+process start until the Node is Ready; one pod, API create until an admin
+watch shows ``phase: Running`` (``--runs`` times after a cold one); ``--pods``
+pods created at once until all are Running; their CPU and RSS over
+``--idle-seconds``; then all deleted through the API (their own grace period,
+0, so the API forgets them at once) until the runtime has no running
+container and no ready sandbox of theirs. The API calls' own round trips are
+printed beside them as the floor. The control plane is removed at the end.
+
 Prints the figures; exits 1 only when the measurement itself broke, 130 when
 interrupted (see ``bench/README.md``).
 """
@@ -43,8 +58,10 @@ import argparse
 import asyncio
 import glob
 import os
+import secrets
 import shlex
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -55,14 +72,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.cluster_pod_startup import ApiRunningWatcher  # noqa: E402
+from bench.cluster_pod_startup import pod_manifest as pod_for_node  # noqa: E402
 from bench.harness import (  # noqa: E402
     KUBELET_ARGS,
     KUBELET_CONFIG,
+    START_TIMEOUT_SECONDS,
+    BenchmarkError,
     RunningWatcher,
     check_alive,
     client_log_lines,
@@ -74,11 +97,12 @@ from bench.harness import (  # noqa: E402
     time_raw_concurrent,
     time_raw_serial,
     time_raw_single,
+    uninterruptible,
     wait_all_reported_running,
     wait_pods_gone,
 )
 from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
-from tests.controlplane import ControlPlaneError, go_kubelet_binary  # noqa: E402
+from tests.controlplane import ControlPlane, ControlPlaneError, go_kubelet_binary  # noqa: E402
 from tests.integration.kubelet_process import KubeletProcess  # noqa: E402
 from tests.testbed import Testbed  # noqa: E402
 
@@ -181,13 +205,21 @@ class GoKubeletProcess(KubeletProcess):
 
     def remove_leftovers(self) -> None:
         """What it made outside its base directory: cgroups and pod log entries."""
-        for hierarchy in cgroup_hierarchies():
+        # It also makes its tree in the hybrid host's cgroup v2 hierarchy, unasked.
+        for hierarchy in (*cgroup_hierarchies(), CGROUP_FS / "unified"):
             remove_cgroup_tree(hierarchy / self.cgroup_root.lstrip("/"))
         remove_container_log_links(self.node_name)
         for path in glob.glob(str(GO_POD_LOGS / f"default_*-{self.node_name}_*")):
             shutil.rmtree(path, ignore_errors=True)
         if self.created_fixed_dir:
             shutil.rmtree(GO_FIXED_DIR, ignore_errors=True)
+
+
+def keep_log(kubelet: KubeletProcess, into: Path | None) -> None:
+    """A copy of the kubelet's log, named after its work directory (``--keep-logs``)."""
+    if into is not None and kubelet.log_file.exists():
+        into.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(kubelet.log_file, into / f"{kubelet.base.name}.log")
 
 
 def remove_container_log_links(node_name: str) -> None:
@@ -242,6 +274,30 @@ class RawFigures:
 
 
 @dataclass
+class ClusterSideFigures:
+    """One kubelet's figures as a node of the control plane, one entry per round."""
+
+    ready_s: list[float] = field(default_factory=list)
+    single_ms: list[float] = field(default_factory=list)
+    single_p50_ms: list[float] = field(default_factory=list)
+    single_runtime_p50_ms: list[float] = field(default_factory=list)
+    many_ms: list[float] = field(default_factory=list)
+    delete_ms: list[float] = field(default_factory=list)
+    idle_cpu_percent: list[float] = field(default_factory=list)
+    rss_mib: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ApiFloor:
+    """The API server's own share: the calls the benchmark makes, answered (both sides)."""
+
+    create_ms: list[float] = field(default_factory=list)
+    create_p50_ms: list[float] = field(default_factory=list)
+    many_create_ms: list[float] = field(default_factory=list)
+    many_delete_ms: list[float] = field(default_factory=list)
+
+
+@dataclass
 class Results:
     rounds: int
     runs: int
@@ -254,6 +310,12 @@ class Results:
     raw: RawFigures = field(default_factory=RawFigures)
     order: list[str] = field(default_factory=list)
     client_log: dict[str, int] = field(default_factory=dict)
+    cluster: bool = False
+    server_version: str = ""
+    cpy: ClusterSideFigures = field(default_factory=ClusterSideFigures)
+    cgo: ClusterSideFigures = field(default_factory=ClusterSideFigures)
+    api: ApiFloor = field(default_factory=ApiFloor)
+    cluster_order: list[str] = field(default_factory=list)
 
 
 def spread(values: Sequence[float], fmt: Callable[[float], str]) -> str:
@@ -272,31 +334,58 @@ def ratio(py: Sequence[float], go: Sequence[float]) -> str:
     return f"{statistics.median(py) / statistics.median(go):.2f}"
 
 
+def ms(value: float) -> str:
+    return f"{value:.0f} ms"
+
+
+def secs(value: float) -> str:
+    return f"{value:.2f} s"
+
+
+def pct(value: float) -> str:
+    return f"{value:.2f} %"
+
+
+def mib(value: float) -> str:
+    return f"{value:.0f} MiB"
+
+
+def in_seconds(values: Sequence[float]) -> list[float]:
+    return [value / 1000 for value in values]
+
+
+def pooled(samples: Sequence[float]) -> str:
+    """p50 / p99 over every run of every round."""
+    if not samples:
+        return "-"
+    return f"{percentile(samples, .5):.0f} / {percentile(samples, .99):.0f} ms"
+
+
+Row = tuple[str, str, str, str, str]
+
+
+def table(headers: Row, rows: Sequence[Row]) -> list[str]:
+    widths = [max(len(row[i]) for row in (headers, *rows)) for i in range(5)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in (headers, *rows)]
+
+
 def render(results: Results) -> str:
-    ms = lambda v: f"{v:.0f} ms"  # noqa: E731
-    secs = lambda v: f"{v:.2f} s"  # noqa: E731
-    pct = lambda v: f"{v:.2f} %"  # noqa: E731
-    mib = lambda v: f"{v:.0f} MiB"  # noqa: E731
     py, go, raw = results.py, results.go, results.raw
-    rows: list[tuple[str, str, str, str, str]] = [
+    rows: list[Row] = [
         (f"single pod, manifest -> RUNNING, p50 of {results.runs}",
          spread(py.single_p50_ms, ms), spread(go.single_p50_ms, ms),
          ratio(py.single_p50_ms, go.single_p50_ms), spread(raw.single_p50_ms, ms)),
-        ("  (all rounds pooled: p50 / p99)",
-         f"{percentile(py.single_ms, .5):.0f} / {percentile(py.single_ms, .99):.0f} ms"
-         if py.single_ms else "-",
-         f"{percentile(go.single_ms, .5):.0f} / {percentile(go.single_ms, .99):.0f} ms"
-         if go.single_ms else "-", "",
-         f"{percentile(raw.single_ms, .5):.0f} / {percentile(raw.single_ms, .99):.0f} ms"
-         if raw.single_ms else "-"),
+        ("  (all rounds pooled: p50 / p99)", pooled(py.single_ms), pooled(go.single_ms), "",
+         pooled(raw.single_ms)),
         (f"{results.pods} pods at once -> all RUNNING",
-         spread([v / 1000 for v in py.many_ms], secs), spread([v / 1000 for v in go.many_ms], secs),
+         spread(in_seconds(py.many_ms), secs), spread(in_seconds(go.many_ms), secs),
          ratio(py.many_ms, go.many_ms),
-         f"{spread([v / 1000 for v in raw.concurrent_ms], secs)} concurrent"),
-        ("", "", "", "", f"{spread([v / 1000 for v in raw.serial_ms], secs)} serial"),
+         f"{spread(in_seconds(raw.concurrent_ms), secs)} concurrent"),
+        ("", "", "", "", f"{spread(in_seconds(raw.serial_ms), secs)} serial"),
         (f"delete {results.pods} pods -> none running/ready",
-         spread([v / 1000 for v in py.delete_ms], secs),
-         spread([v / 1000 for v in go.delete_ms], secs), ratio(py.delete_ms, go.delete_ms),
+         spread(in_seconds(py.delete_ms), secs),
+         spread(in_seconds(go.delete_ms), secs), ratio(py.delete_ms, go.delete_ms),
          "(2 s grace minimum)"),
         (f"idle CPU, {results.idle_pods} pods, % of a core",
          spread(py.idle_cpu_percent, pct), spread(go.idle_cpu_percent, pct),
@@ -307,18 +396,60 @@ def render(results: Results) -> str:
          ratio(py.start_s, go.start_s), ""),
     ]
     headers = ("", "pykubelet", f"Go kubelet {results.go_version}", "py/Go", "raw CRI")
-    widths = [max(len(row[i]) for row in (headers, *rows)) for i in range(5)]
-    table = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-             for row in (headers, *rows)]
-    return "\n".join([
+    if not results.order:  # --cluster-only
+        return "\n".join([*render_cluster(results), *client_log_lines(results.client_log)])
+    lines = [
         "pykubelet beside the Go kubelet, standalone static pods on one containerd",
         f"  {results.rounds} round(s), order {' | '.join(results.order)}; median over rounds "
         "(min-max); flags --v=2, syncFrequency 1m, fileCheckFrequency 20s; "
         f"idle window {results.idle_seconds:g} s",
         "",
-        *table,
-        *client_log_lines(results.client_log),
-    ])
+        *table(headers, rows),
+    ]
+    if results.cluster:
+        lines += ["", *render_cluster(results)]
+    return "\n".join([*lines, *client_log_lines(results.client_log)])
+
+
+def render_cluster(results: Results) -> list[str]:
+    py, go, raw, api = results.cpy, results.cgo, results.raw, results.api
+    pods = results.pods
+    rows: list[Row] = [
+        (f"single pod, API create -> Running in the API, p50 of {results.runs}",
+         spread(py.single_p50_ms, ms), spread(go.single_p50_ms, ms),
+         ratio(py.single_p50_ms, go.single_p50_ms), f"{spread(raw.single_p50_ms, ms)} CRI"),
+        ("  (all rounds pooled: p50 / p99)", pooled(py.single_ms), pooled(go.single_ms), "",
+         f"{spread(api.create_p50_ms, ms)} API create"),
+        ("  of which API create -> container RUNNING, p50", spread(py.single_runtime_p50_ms, ms),
+         spread(go.single_runtime_p50_ms, ms),
+         ratio(py.single_runtime_p50_ms, go.single_runtime_p50_ms), ""),
+        (f"{pods} pods created at once -> all Running in the API",
+         spread(in_seconds(py.many_ms), secs), spread(in_seconds(go.many_ms), secs),
+         ratio(py.many_ms, go.many_ms),
+         f"{spread(in_seconds(raw.concurrent_ms), secs)} CRI concurrent"),
+        ("", "", "", "", f"{spread(in_seconds(api.many_create_ms), secs)} {pods} API creates"),
+        (f"API delete of {pods} pods -> none running/ready",
+         spread(in_seconds(py.delete_ms), secs), spread(in_seconds(go.delete_ms), secs),
+         ratio(py.delete_ms, go.delete_ms),
+         f"{spread(in_seconds(api.many_delete_ms), secs)} {pods} API deletes"),
+        ("", "", "", "", "(2 s grace minimum)"),
+        (f"idle CPU, {pods} pods, % of a core", spread(py.idle_cpu_percent, pct),
+         spread(go.idle_cpu_percent, pct), ratio(py.idle_cpu_percent, go.idle_cpu_percent), ""),
+        (f"RSS, {pods} pods (max over the window)", spread(py.rss_mib, mib),
+         spread(go.rss_mib, mib), ratio(py.rss_mib, go.rss_mib), ""),
+        ("process start -> Node Ready in the API", spread(py.ready_s, secs),
+         spread(go.ready_s, secs), ratio(py.ready_s, go.ready_s), ""),
+    ]
+    headers = ("", "pykubelet", f"Go kubelet {results.go_version}", "py/Go", "floor")
+    return [
+        f"the same two kubelets as nodes of one control plane ({results.server_version}), "
+        "pods bound with spec.nodeName (no scheduler)",
+        f"  {results.rounds} round(s), order {' | '.join(results.cluster_order)}; "
+        "Running seen through an admin watch; node status every 10 s (default); "
+        f"idle window {results.idle_seconds:g} s",
+        "",
+        *table(headers, rows),
+    ]
 
 
 # --- one round of one kubelet ---------------------------------------------------------------------
@@ -403,8 +534,200 @@ async def measure_raw(runtime: RemoteRuntimeService, image: str, work_dir: Path,
         await remove_all_sandboxes(runtime)
 
 
+# --- cluster mode ---------------------------------------------------------------------------------
+
+def host_ip() -> str | None:
+    """The address of the default route's interface (no packet is sent), or None.
+
+    Both kubelets get it as ``--node-ip``: a Node's InternalIP should be an
+    address the cluster can reach, and the Go kubelet refuses a loopback one
+    in its node status.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))  # TEST-NET-3: any non-local address
+        except OSError:
+            return None
+        return str(probe.getsockname()[0])
+
+
+def node_is_ready(node: client.V1Node) -> bool:
+    conditions = (node.status.conditions if node.status is not None else None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+async def time_node_ready(api: client.CoreV1Api, kubelet: KubeletProcess,
+                          poll_seconds: float) -> float:
+    """Seconds from spawning the kubelet until the API shows its Node Ready."""
+    started = time.monotonic()
+    starting = asyncio.create_task(asyncio.to_thread(kubelet.start))
+    deadline = started + START_TIMEOUT_SECONDS
+    try:
+        while True:
+            if starting.done():
+                starting.result()  # a kubelet that never became healthy
+            check_alive(kubelet)
+            try:
+                if node_is_ready(await api.read_node(kubelet.node_name)):
+                    ready_at = time.monotonic()
+                    break
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+            if time.monotonic() > deadline:
+                raise BenchmarkError(f"node {kubelet.node_name} not Ready in the API after "
+                                     f"{START_TIMEOUT_SECONDS:g}s")
+            await asyncio.sleep(poll_seconds)
+    finally:
+        await starting  # kubelet.start returns (or fails and stops it) by itself
+    return ready_at - started
+
+
+async def create_namespace(api: client.CoreV1Api, name: str) -> None:
+    """A namespace, once its default ServiceAccount exists (pods are refused before that)."""
+    await api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            await api.read_namespaced_service_account("default", name)
+            return
+        except ApiException as err:
+            if err.status != 404 or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
+def remove_namespace_logs(prefix: str) -> None:
+    """The pod log directories and /var/log/containers links of the benchmark's API pods
+    (in namespaces named ``prefix``...): both kubelets write the links there."""
+    for path in glob.glob(str(GO_CONTAINER_LOGS / f"*_{prefix}*_*.log")):
+        Path(path).unlink(missing_ok=True)
+    for path in glob.glob(str(GO_POD_LOGS / f"{prefix}*_*")):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+async def measure_cluster_side(api: client.CoreV1Api, runtime: RemoteRuntimeService,
+                               kubelet: KubeletProcess, namespace: str, image: str,
+                               args: argparse.Namespace, figures: ClusterSideFigures,
+                               floor: ApiFloor) -> None:
+    """One kubelet as a node: Node Ready, one pod at a time, N at once, idle, N deleted."""
+    poll_seconds = args.poll_ms / 1000
+    node = kubelet.node_name
+    await create_namespace(api, namespace)
+    watcher = ApiRunningWatcher(api, namespace)
+    await watcher.start()
+    try:
+        figures.ready_s.append(await time_node_ready(api, kubelet, poll_seconds * 5))
+        assert kubelet.process is not None
+
+        async def create(name: str) -> float:
+            """Creates the pod; the time it was sent, and the round trip (ms) into ``floor``."""
+            sent = time.monotonic()
+            await api.create_namespaced_pod(namespace, pod_for_node(name, node, image))
+            return sent
+
+        async def one(name: str) -> tuple[float, float, float]:
+            sent = await create(name)
+            answered = time.monotonic()
+            (running_at,) = await watcher.wait([name], kubelet)
+            (container_at,) = await in_runtime.wait_running([name], kubelet)
+            # No grace period given: the pod's own (0) applies, so the API forgets it at
+            # once and the kubelet stops it (2 s minimum) once its watch says so.
+            await api.delete_namespaced_pod(name, namespace)
+            await wait_pods_gone(runtime, [name], poll_seconds, kubelet)
+            return ((running_at - sent) * 1000, (answered - sent) * 1000,
+                    (container_at - sent) * 1000)
+
+        async with RunningWatcher(runtime, poll_seconds) as in_runtime:
+            await one("cold")
+            runs = [await one(f"single-{run}") for run in range(args.runs)]
+        singles = [running for running, _, _ in runs]
+        figures.single_ms += singles
+        figures.single_p50_ms.append(percentile(singles, 0.5))
+        figures.single_runtime_p50_ms.append(percentile([c for _, _, c in runs], 0.5))
+        creates = [created for _, created, _ in runs]
+        floor.create_ms += creates
+        floor.create_p50_ms.append(percentile(creates, 0.5))
+
+        names = [f"many-{i}" for i in range(args.pods)]
+        started = time.monotonic()
+        await asyncio.gather(*(create(name) for name in names))
+        floor.many_create_ms.append((time.monotonic() - started) * 1000)
+        running = await watcher.wait(names, kubelet)
+        figures.many_ms.append((max(running) - started) * 1000)
+
+        await asyncio.sleep(args.settle_seconds)
+        idle = await measure_idle(kubelet.process.pid, args.idle_seconds)
+        check_alive(kubelet)
+        figures.idle_cpu_percent.append(idle.cpu_percent)
+        figures.rss_mib.append(idle.rss_max_kib / 1024)
+
+        started = time.monotonic()
+        await asyncio.gather(*(api.delete_namespaced_pod(name, namespace) for name in names))
+        floor.many_delete_ms.append((time.monotonic() - started) * 1000)
+        gone_at = await wait_pods_gone(runtime, names, poll_seconds, kubelet)
+        figures.delete_ms.append((gone_at - started) * 1000)
+        await watcher.wait_gone(names)  # long gone from the API: grace 0 removes them at once
+    finally:
+        await watcher.stop()
+
+
+async def run_cluster(testbed: Testbed, work_dir: Path, args: argparse.Namespace,
+                      results: Results, binary: Path, plane: ControlPlane,
+                      kubelet_holder: list[KubeletProcess]) -> None:
+    """The cluster rounds: one control plane, each kubelet a node of it in turn."""
+    print("starting the control plane ...", file=sys.stderr, flush=True)
+    with uninterruptible("starting the control plane"):
+        await asyncio.to_thread(plane.start)
+    results.server_version = plane.version
+    admin = await config.new_client_from_config(str(plane.admin_kubeconfig))
+    api = client.CoreV1Api(admin)
+    runtime = RemoteRuntimeService(testbed.endpoint, 60)
+    await runtime.connect()
+    node_ip = host_ip()
+    ip_args = ["--node-ip", node_ip] if node_ip else []
+    image = testbed.busybox_image
+    try:
+        for round_index in range(args.rounds):
+            sides = ["pykubelet", "go"] if round_index % 2 == 0 else ["go", "pykubelet"]
+            results.cluster_order.append(", ".join(sides))
+            for side in sides:
+                base = work_dir / f"cluster-{side}{round_index}"
+                # A Node of its own every round: the last round's stays Ready for a while.
+                node = f"{GO_NODE if side == 'go' else PY_NODE}-{round_index}"
+                kubeconfig = await asyncio.to_thread(plane.node_kubeconfig, node)
+                cluster_args = [*KUBELET_ARGS, "--kubeconfig", str(kubeconfig), *ip_args]
+                kubelet: KubeletProcess
+                if side == "go":
+                    kubelet = GoKubeletProcess(base, testbed.endpoint, binary, node,
+                                               KUBELET_CONFIG, cluster_args)
+                    figures = results.cgo
+                else:
+                    kubelet = KubeletProcess(base, testbed.endpoint, extra_config=KUBELET_CONFIG,
+                                             extra_args=cluster_args, node_name=node)
+                    figures = results.cpy
+                kubelet_holder.append(kubelet)
+                print(f"cluster round {round_index + 1}: {side} ...", file=sys.stderr,
+                      flush=True)
+                try:
+                    await measure_cluster_side(api, runtime, kubelet,
+                                               f"{args.namespace_prefix}{side}{round_index}",
+                                               image, args, figures, results.api)
+                finally:
+                    await asyncio.to_thread(kubelet.stop)
+                    keep_log(kubelet, args.keep_logs)
+                    await remove_all_sandboxes(runtime)
+                    remove = getattr(kubelet, "remove_leftovers", None)
+                    if remove is not None:
+                        await asyncio.to_thread(remove)
+                    remove_namespace_logs(args.namespace_prefix)
+    finally:
+        await runtime.close()
+        await admin.close()
+
+
 async def run_benchmark(testbed: Testbed, work_dir: Path, args: argparse.Namespace,
-                        results: Results, binary: Path,
+                        results: Results, binary: Path, plane: ControlPlane | None,
                         kubelet_holder: list[KubeletProcess]) -> None:
     runtime = RemoteRuntimeService(testbed.endpoint, 60)
     await runtime.connect()
@@ -414,6 +737,8 @@ async def run_benchmark(testbed: Testbed, work_dir: Path, args: argparse.Namespa
             print(f"round {round_index + 1}: raw CRI ...", file=sys.stderr, flush=True)
             await measure_raw(runtime, image, work_dir, args, results.raw, round_index)
             sides = ["pykubelet", "go"] if round_index % 2 == 0 else ["go", "pykubelet"]
+            if args.cluster_only:
+                continue  # the raw CRI floor only, for the cluster table
             results.order.append(", ".join(sides))
             for side in sides:
                 base = work_dir / f"{side}{round_index}"
@@ -432,6 +757,7 @@ async def run_benchmark(testbed: Testbed, work_dir: Path, args: argparse.Namespa
                     await measure_side(runtime, kubelet, image, args, figures)
                 finally:
                     await asyncio.to_thread(kubelet.stop)
+                    keep_log(kubelet, args.keep_logs)
                     await remove_all_sandboxes(runtime)
                     remove = getattr(kubelet, "remove_leftovers", None)
                     if remove is not None:
@@ -439,6 +765,8 @@ async def run_benchmark(testbed: Testbed, work_dir: Path, args: argparse.Namespa
                     remove_container_log_links(kubelet.node_name)
     finally:
         await runtime.close()
+    if plane is not None:
+        await run_cluster(testbed, work_dir, args, results, binary, plane, kubelet_holder)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -458,7 +786,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="wait after the idle pods report Running (default 10)")
     parser.add_argument("--poll-ms", type=float, default=20.0,
                         help="period of the CRI polls that see RUNNING and gone (default 20)")
+    parser.add_argument("--keep-logs", type=Path, metavar="DIR",
+                        help="copy every kubelet's own log into DIR before it is removed")
+    parser.add_argument("--cluster", action="store_true",
+                        help="after the standalone rounds, as many rounds with both kubelets as "
+                             "nodes of one real control plane (API pods; --pods pods idle)")
+    parser.add_argument("--cluster-only", action="store_true",
+                        help="the cluster rounds and the raw CRI floor, no standalone kubelets")
     args = parser.parse_args(argv)
+    args.cluster = args.cluster or args.cluster_only
+    # The benchmark's API namespaces (and so its pod log names) start with this.
+    args.namespace_prefix = f"peer-{secrets.token_hex(3)}-"
     if min(args.rounds, args.runs, args.pods, args.idle_pods) < 1 or args.idle_seconds <= 0 \
             or args.poll_ms <= 0:
         parser.error("--rounds, --runs, --pods, --idle-pods must be >= 1; "
@@ -478,16 +816,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ControlPlaneError as err:
         print(f"benchmark failed: {err}", file=sys.stderr)
         return 1
+    # Built with the Go kubelet, by the same script; this run never builds.
+    plane = ControlPlane.fresh() if args.cluster else None
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
                              check=False).stdout.split()
     results = Results(rounds=args.rounds, runs=args.runs, pods=args.pods,
                       idle_pods=args.idle_pods, idle_seconds=args.idle_seconds,
-                      go_version=version[-1] if version else "")
+                      go_version=version[-1] if version else "", cluster=args.cluster)
 
     async def body(testbed: Testbed, work_dir: Path, kubelet_holder: list[KubeletProcess]) -> None:
-        await run_benchmark(testbed, work_dir, args, results, binary, kubelet_holder)
+        await run_benchmark(testbed, work_dir, args, results, binary, plane, kubelet_holder)
 
-    status = run_on_testbed(body, results.client_log)
+    try:
+        status = run_on_testbed(body, results.client_log, errors=(ControlPlaneError,
+                                                                  ApiException))
+    finally:
+        # After the kubelets, their pods and containerd are gone (run_on_testbed's clean-up).
+        with uninterruptible("stopping the control plane"):
+            if plane is not None and plane.dir.exists():
+                try:
+                    plane.stop()
+                except ControlPlaneError as err:
+                    print(f"control plane stop failed: {err}", file=sys.stderr)
+            if args.cluster:
+                remove_namespace_logs(args.namespace_prefix)
     if status == 0:
         print(render(results))
     return status
