@@ -35,6 +35,7 @@ from cri_api.v1 import api_pb2  # noqa: E402
 
 from pykubelet.api import pod_from_dict  # noqa: E402
 from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
+from pykubelet.kuberuntime.container import MINIMUM_GRACE_PERIOD_SECONDS  # noqa: E402
 from pykubelet.kuberuntime.container_config import (  # noqa: E402
     ContainerOptions,
     generate_container_config,
@@ -216,7 +217,7 @@ def check_alive(kubelet: MeasuredProcess | None) -> None:
 
 
 async def wait_pods_gone(runtime: RemoteRuntimeService, pod_names: Sequence[str],
-                         poll_seconds: float, kubelet: MeasuredProcess,
+                         poll_seconds: float, kubelet: MeasuredProcess | None,
                          timeout: float = CLEANUP_TIMEOUT_SECONDS) -> float:
     """Until the runtime has no ready sandbox and no running container left for any of
     ``pod_names``; the time (monotonic) of the poll that first saw none."""
@@ -320,6 +321,34 @@ async def time_raw_concurrent(runtime: RemoteRuntimeService, watcher: RunningWat
     await asyncio.gather(*(start_raw(runtime, pod) for pod in pods))
     running = await watcher.wait_running([pod.name for pod in pods])
     return (max(running) - started) * 1000, (min(running) - started) * 1000
+
+
+async def time_raw_delete(runtime: RemoteRuntimeService, prefix: str, count: int,
+                          poll_seconds: float) -> float:
+    """The running pods ``<prefix>-0..count-1`` (from ``time_raw_concurrent``) stopped all
+    at once as a kubelet stops a deleted pod (upstream ``killPodWithSyncResult``): each pod's
+    containers with ``StopContainer`` and the kubelets' minimum grace period, then its
+    sandbox with ``StopPodSandbox``. Ms until the runtime has none running or ready, seen
+    by the same poll as the kubelets' deletions."""
+    names = [f"{prefix}-{i}" for i in range(count)]
+    wanted = set(names)
+    sandboxes = [s for s in await runtime.list_pod_sandboxes()
+                 if s.labels.get(POD_NAME_LABEL) in wanted]
+    containers = [c for c in await runtime.list_containers()
+                  if c.labels.get(POD_NAME_LABEL) in wanted]
+
+    async def stop_pod(sandbox_id: str) -> None:
+        await asyncio.gather(*(runtime.stop_container(c.id, MINIMUM_GRACE_PERIOD_SECONDS)
+                               for c in containers if c.pod_sandbox_id == sandbox_id))
+        await runtime.stop_pod_sandbox(sandbox_id)
+
+    started = time.monotonic()
+    stopping = asyncio.gather(*(stop_pod(s.id) for s in sandboxes))
+    try:
+        gone_at = await wait_pods_gone(runtime, names, poll_seconds, None)
+    finally:
+        await stopping
+    return (gone_at - started) * 1000
 
 
 # --- a kubelet's side -----------------------------------------------------------------------------

@@ -95,6 +95,7 @@ from bench.harness import (  # noqa: E402
     remove_all_sandboxes,
     run_on_testbed,
     time_raw_concurrent,
+    time_raw_delete,
     time_raw_serial,
     time_raw_single,
     uninterruptible,
@@ -271,6 +272,7 @@ class RawFigures:
     single_p50_ms: list[float] = field(default_factory=list)
     serial_ms: list[float] = field(default_factory=list)
     concurrent_ms: list[float] = field(default_factory=list)
+    delete_ms: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -386,7 +388,8 @@ def render(results: Results) -> str:
         (f"delete {results.pods} pods -> none running/ready",
          spread(in_seconds(py.delete_ms), secs),
          spread(in_seconds(go.delete_ms), secs), ratio(py.delete_ms, go.delete_ms),
-         "(2 s grace minimum)"),
+         f"{spread(in_seconds(raw.delete_ms), secs)} concurrent"),
+        ("", "", "", "", "(2 s grace minimum)"),
         (f"idle CPU, {results.idle_pods} pods, % of a core",
          spread(py.idle_cpu_percent, pct), spread(go.idle_cpu_percent, pct),
          ratio(py.idle_cpu_percent, go.idle_cpu_percent), ""),
@@ -531,6 +534,8 @@ async def measure_raw(runtime: RemoteRuntimeService, image: str, work_dir: Path,
         concurrent, _ = await time_raw_concurrent(runtime, watcher, image, work_dir,
                                                   f"{prefix}-concurrent", args.pods)
         figures.concurrent_ms.append(concurrent)
+        figures.delete_ms.append(await time_raw_delete(runtime, f"{prefix}-concurrent",
+                                                       args.pods, poll_seconds))
         await remove_all_sandboxes(runtime)
 
 
