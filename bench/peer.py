@@ -254,16 +254,22 @@ def remove_cgroup_tree(path: Path) -> None:
 # --- figures --------------------------------------------------------------------------------------
 
 @dataclass
-class SideFigures:
-    """One kubelet's figures, one entry per round (single-pod runs pooled)."""
+class KubeletFigures:
+    """What both modes measure of one kubelet, one entry per round (single-pod runs pooled)."""
 
-    start_s: list[float] = field(default_factory=list)
     single_ms: list[float] = field(default_factory=list)
     single_p50_ms: list[float] = field(default_factory=list)
     many_ms: list[float] = field(default_factory=list)
     delete_ms: list[float] = field(default_factory=list)
     idle_cpu_percent: list[float] = field(default_factory=list)
     rss_mib: list[float] = field(default_factory=list)
+
+
+@dataclass
+class SideFigures(KubeletFigures):
+    """One standalone kubelet's figures."""
+
+    start_s: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -276,17 +282,11 @@ class RawFigures:
 
 
 @dataclass
-class ClusterSideFigures:
-    """One kubelet's figures as a node of the control plane, one entry per round."""
+class ClusterSideFigures(KubeletFigures):
+    """One kubelet's figures as a node of the control plane."""
 
     ready_s: list[float] = field(default_factory=list)
-    single_ms: list[float] = field(default_factory=list)
-    single_p50_ms: list[float] = field(default_factory=list)
     single_runtime_p50_ms: list[float] = field(default_factory=list)
-    many_ms: list[float] = field(default_factory=list)
-    delete_ms: list[float] = field(default_factory=list)
-    idle_cpu_percent: list[float] = field(default_factory=list)
-    rss_mib: list[float] = field(default_factory=list)
 
 
 @dataclass
