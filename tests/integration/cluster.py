@@ -35,8 +35,13 @@ from tests.integration.kubelet_process import KubeletProcess
 APISERVER_READY_TIMEOUT = 120.0
 
 
-def unique_node_name(prefix: str = "pyk") -> str:
+def unique(prefix: str) -> str:
+    """A name no other test of the shared control plane uses."""
     return f"{prefix}-{secrets.token_hex(3)}"
+
+
+def unique_node_name(prefix: str = "pyk") -> str:
+    return unique(prefix)
 
 
 class ClusterKubelet(KubeletProcess):
@@ -112,6 +117,22 @@ class ClusterKubelet(KubeletProcess):
     def delete_node(self) -> None:
         self.plane.kubectl("delete", "node", self.node_name, "--ignore-not-found",
                            "--wait=false", check=False)
+
+
+def start_cluster_kubelet(plane: ControlPlane, endpoint: str, base: Path,
+                          extra_config: dict[str, Any] | None = None) -> ClusterKubelet:
+    """pykubelet with a node credential, once its Node is Ready (it renews its own lease)."""
+    name = unique_node_name()
+    kubelet = ClusterKubelet(base, endpoint, plane, name,
+                             kubeconfig=plane.node_kubeconfig(name), extra_config=extra_config)
+    kubelet.start()
+    try:
+        kubelet.wait_ready(60)
+    except BaseException:
+        kubelet.stop()
+        kubelet.delete_node()
+        raise
+    return kubelet
 
 
 def condition(node: dict[str, Any], kind: str) -> dict[str, Any]:

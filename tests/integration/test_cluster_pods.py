@@ -14,7 +14,6 @@ module; each test uses pods of its own and deletes them.
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +31,8 @@ from tests.integration.cluster import (
     get_pod,
     pod_events,
     restart_apiserver,
-    unique_node_name,
+    start_cluster_kubelet,
+    unique,
     wait_until,
 )
 from tests.integration.kubelet_process import (
@@ -43,10 +43,6 @@ from tests.integration.kubelet_process import (
 from tests.testbed import Testbed
 
 pytestmark = [pytest.mark.containerd, pytest.mark.controlplane]
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(3)}"
 
 
 def running_containers(endpoint: str, uid: str) -> list[Any]:
@@ -96,28 +92,13 @@ class Cluster:
         return f"kubelet log tail:\n{self.kubelet.log_text()[-4000:]}"
 
 
-def start_cluster_kubelet(plane: ControlPlane, testbed: Testbed, base: Path,
-                          extra_config: dict[str, Any]) -> ClusterKubelet:
-    """pykubelet with a node credential: it registers its Node and renews its lease."""
-    name = unique_node_name()
-    kubelet = ClusterKubelet(base, testbed.endpoint, plane, name,
-                             kubeconfig=plane.node_kubeconfig(name), extra_config=extra_config)
-    kubelet.start()
-    try:
-        kubelet.wait_ready(60)
-    except BaseException:
-        kubelet.stop()
-        kubelet.delete_node()
-        raise
-    return kubelet
-
-
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane, testbed: Testbed,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    namespace = f"pods-{secrets.token_hex(3)}"
+    namespace = unique("pods")
     control_plane.kubectl("create", "namespace", namespace)
-    kubelet = start_cluster_kubelet(control_plane, testbed, tmp_path_factory.mktemp("cluster"),
+    kubelet = start_cluster_kubelet(control_plane, testbed.endpoint,
+                                    tmp_path_factory.mktemp("cluster"),
                                     {"fileCheckFrequency": "5s", "maxPods": 20})
     try:
         yield Cluster(control_plane, kubelet, namespace, testbed.busybox_image,
@@ -247,7 +228,7 @@ def test_rejected_pods_are_failed_with_the_upstream_reason(cluster: Cluster) -> 
 def test_a_pod_beyond_max_pods_is_failed_out_of_pods(
         cluster: Cluster, testbed: Testbed, tmp_path: Path) -> None:
     # A node of its own that holds one pod (maxPods: 1, so allocatable pods 1).
-    small = start_cluster_kubelet(cluster.plane, testbed, tmp_path, {"maxPods": 1})
+    small = start_cluster_kubelet(cluster.plane, testbed.endpoint, tmp_path, {"maxPods": 1})
     fits, too_many = unique("fits"), unique("toomany")
     try:
         allocatable = (small.node() or {}).get("status", {}).get("allocatable", {})

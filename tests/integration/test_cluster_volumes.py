@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,8 @@ from tests.integration.cluster import (
     create,
     get_pod,
     pod_events,
-    unique_node_name,
+    start_cluster_kubelet,
+    unique,
     wait_until,
 )
 from tests.integration.kubelet_process import remove_everything
@@ -36,10 +36,6 @@ from tests.testbed import Testbed
 pytestmark = [pytest.mark.containerd, pytest.mark.controlplane]
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(3)}"
 
 
 @dataclass
@@ -116,15 +112,11 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane, testbed: Testbed,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    namespace = f"vol-{secrets.token_hex(3)}"
+    namespace = unique("vol")
     control_plane.kubectl("create", "namespace", namespace)
-    name = unique_node_name()
-    kubelet = ClusterKubelet(tmp_path_factory.mktemp("volumes"), testbed.endpoint,
-                             control_plane, name,
-                             kubeconfig=control_plane.node_kubeconfig(name))
-    kubelet.start()
+    kubelet = start_cluster_kubelet(control_plane, testbed.endpoint,
+                                    tmp_path_factory.mktemp("volumes"))
     try:
-        kubelet.wait_ready(60)
         # The ServiceAccount admission plugin needs the namespace's default account.
         wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "default", "-n",
                                                  namespace, check=False).returncode == 0,
@@ -318,15 +310,12 @@ def test_cache_strategy_follows_the_node_ttl_annotation(
     controller manager's TTL controller annotates the nodes of a small cluster
     with 0 s; upstream's default without the annotation (60 s) would outlast
     this test."""
-    name = unique_node_name()
-    kubelet = ClusterKubelet(tmp_path, testbed.endpoint, control_plane, name,
-                             kubeconfig=control_plane.node_kubeconfig(name),
-                             extra_config={"configMapAndSecretChangeDetectionStrategy": "Cache"})
-    kubelet.start()
+    kubelet = start_cluster_kubelet(
+        control_plane, testbed.endpoint, tmp_path,
+        {"configMapAndSecretChangeDetectionStrategy": "Cache"})
     cached = Cluster(control_plane, kubelet, cluster.namespace, cluster.image)
     cfg, pod = unique("ttl"), unique("ttl")
     try:
-        kubelet.wait_ready(60)
         ttl = wait_until(lambda: ((kubelet.node() or {}).get("metadata", {})
                                   .get("annotations") or {}).get("node.alpha.kubernetes.io/ttl"),
                          60, "the TTL controller's annotation")

@@ -26,6 +26,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from tests.controlplane import ControlPlane
+from tests.integration.cluster import unique
 
 pytestmark = pytest.mark.controlplane
 
@@ -48,10 +49,6 @@ def node_manifest(name: str) -> str:
             },
         },
     })
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(4)}"
 
 
 @pytest.fixture

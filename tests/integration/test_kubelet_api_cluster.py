@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
 import socket
 import ssl
 import subprocess
@@ -40,6 +39,7 @@ from pykubelet.server.readonly import start_http_server
 from pykubelet.server.server import KubeletAPIServer, ServerOptions
 from pykubelet.server.tls import initialize_tls
 from tests.controlplane import ControlPlane
+from tests.integration.cluster import unique
 from tests.integration.kubelet_process import (
     KubeletProcess,
     busybox_pod,
@@ -51,10 +51,6 @@ from tests.testbed import Testbed
 pytestmark = [pytest.mark.controlplane, pytest.mark.containerd]
 
 NAMESPACE = "default"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(3)}"
 
 
 # --- delegated authentication and authorization -----------------------------------------------
