@@ -44,9 +44,8 @@ from kubernetes_asyncio import client, config  # noqa: E402
 
 from bench.apiproxy import CountingProxy, write_kubeconfig  # noqa: E402
 from bench.cluster_pod_startup import ApiRunningWatcher  # noqa: E402
-from bench.harness import BenchmarkError, percentile  # noqa: E402
+from bench.harness import BenchmarkError, clean_runtime, percentile  # noqa: E402
 from pykubelet.api import pod_from_dict  # noqa: E402
-from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
 from tests.controlplane import ControlPlane, cached_binaries  # noqa: E402
 from tests.integration.kubelet_process import KubeletProcess, unmount_pod_volumes  # noqa: E402
 from tests.testbed import Testbed  # noqa: E402
@@ -175,14 +174,7 @@ async def measure_strategy(results: StrategyResults, runs: int, plane: ControlPl
         for kind, ns in (("node", []), ("lease", ["-n", "kube-node-lease"])):
             plane.kubectl("delete", kind, *ns, node_name, "--ignore-not-found", "--wait=false",
                           check=False)
-        runtime = RemoteRuntimeService(testbed.endpoint, 60)
-        await runtime.connect()
-        try:
-            for sandbox in await runtime.list_pod_sandboxes():
-                await runtime.stop_pod_sandbox(sandbox.id)
-                await runtime.remove_pod_sandbox(sandbox.id)
-        finally:
-            await runtime.close()
+        await clean_runtime(testbed.endpoint)
         unmount_pod_volumes()
         await admin.close()
         await proxy.stop()
