@@ -17,7 +17,9 @@ import sys
 from typing import Final
 
 import pykubelet
-from pykubelet.config.types import KUBERNETES_VERSION
+
+# The Kubernetes release whose kubelet pykubelet is modelled on (defaults, API, messages).
+KUBERNETES_VERSION: Final = "v1.35"
 
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 LABEL_OS_STABLE: Final = "kubernetes.io/os"

@@ -18,7 +18,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pykubelet
-from pykubelet.config.types import API_VERSION, KUBERNETES_VERSION
+from pykubelet.api.wellknown import KUBERNETES_VERSION
+from pykubelet.config.types import API_VERSION
 
 # upstream's value when the build does not stamp a date
 UNSET_BUILD_DATE = "1970-01-01T00:00:00Z"

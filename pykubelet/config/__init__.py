@@ -25,7 +25,6 @@ from pykubelet.config.support import ACTED_ON_FIELDS, fields_not_acted_on, is_ac
 from pykubelet.config.types import (
     API_VERSION,
     KIND,
-    KUBERNETES_VERSION,
     KubeletAuthentication,
     KubeletAuthorization,
     KubeletConfiguration,
@@ -66,7 +65,6 @@ __all__ = [
     "API_VERSION",
     "KIND",
     "KNOWN_FEATURES",
-    "KUBERNETES_VERSION",
     "ConfigurationError",
     "DecodeError",
     "Duration",

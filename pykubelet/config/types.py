@@ -24,7 +24,6 @@ from pykubelet.config.units import Duration
 API_GROUP: Final = "kubelet.config.k8s.io"
 API_VERSION: Final = "kubelet.config.k8s.io/v1beta1"
 KIND: Final = "KubeletConfiguration"
-KUBERNETES_VERSION: Final = "v1.35"
 
 
 class FlagStyle(enum.Enum):

@@ -20,7 +20,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import V1Container
 
-from pykubelet.config.types import KUBERNETES_VERSION
+from pykubelet.api.wellknown import KUBERNETES_VERSION
 from pykubelet.container import ProbeResult
 
 # Upstream caps what a probe reads from a response or a command (10 KiB): the
