@@ -14,7 +14,10 @@ truncates first): it is read again after ``UNREADABLE_SETTLE_SECONDS`` unless
 more events come for it, and only then logged and dropped.
 
 Every change sends one ``SET`` update carrying all currently valid pods of the
-path. A manifest that cannot be used is logged with its file name and reason
+path. A manifest read again with the same bytes (the several events of one
+save, each periodic re-read) is not decoded again, and events that changed no
+pod send nothing: start-up latency and idle CPU both pay for decoding. A
+manifest that cannot be used is logged with its file name and reason
 and left out; the other pods keep flowing. Names starting with ``.`` (hidden
 files, editor swap files such as ``.pod.yaml.swp``) are ignored, as are
 subdirectories and anything that is not a regular file.
@@ -65,6 +68,9 @@ class StaticPodFileSource:
         self._pods_by_file: dict[str, V1Pod] = {}
         # Manifests that failed to decode: content digest and error, until the content changes.
         self._failed: dict[str, tuple[bytes, str]] = {}
+        # The last good decode of each manifest, by content digest: a file read again unchanged
+        # (the write and close events of one save, every periodic re-read) is not decoded again.
+        self._decoded: dict[str, tuple[bytes, V1Pod]] = {}
         self._reading = asyncio.Lock()
         self._stop = asyncio.Event()
 
@@ -104,6 +110,7 @@ class StaticPodFileSource:
             klog.error("Unable to read config path", "path does not exist, ignoring",
                        path=self._path)
             self._failed.clear()
+            self._decoded.clear()
             return {}
         except OSError as err:
             klog.error("Unable to read config path", err, path=self._path)
@@ -113,6 +120,8 @@ class StaticPodFileSource:
             entries = self._directory_entries()
             for gone in set(self._failed) - set(entries):
                 del self._failed[gone]
+            for gone in set(self._decoded) - set(entries):
+                del self._decoded[gone]
             for entry in entries:
                 pod = self._read_entry(entry, log_skipped=True)
                 if pod is not None:
@@ -138,12 +147,15 @@ class StaticPodFileSource:
         try:
             info = os.stat(path)
         except FileNotFoundError:
+            # Should it come back, its pod is a new one, seen (and stamped) anew.
+            self._decoded.pop(path, None)
             return None
         except OSError as err:
             klog.error("Can't get metadata for manifest file", err, path=path)
             return None
         if stat.S_ISREG(info.st_mode):
             return self._read_manifest(path, log_errors=log_errors)
+        self._decoded.pop(path, None)
         if log_skipped:
             if stat.S_ISDIR(info.st_mode):
                 klog.error("Not recursing into manifest path", path=path)
@@ -163,6 +175,9 @@ class StaticPodFileSource:
             reason = str(err)
         else:
             digest = hashlib.sha256(data).digest()
+            decoded = self._decoded.get(path)
+            if decoded is not None and decoded[0] == digest:
+                return decoded[1]
             failed = self._failed.get(path)
             if failed is not None and failed[0] == digest:
                 # Unchanged since it last failed: the same error, without decoding it again.
@@ -177,8 +192,10 @@ class StaticPodFileSource:
                     reason = f"unexpected decoding failure: {err!r}"
                 else:
                     self._failed.pop(path, None)
+                    self._decoded[path] = (digest, pod)
                     return pod
                 self._failed[path] = (digest, reason)
+        self._decoded.pop(path, None)
         if log_errors:
             klog.error("Can't process manifest file", reason, path=path)
         return None
@@ -278,17 +295,18 @@ class StaticPodFileSource:
                 lambda: {path: self._read_entry(path, log_skipped=False, log_errors=final)
                          for path in sorted(paths)})
             unsettled: set[str] = set()
-            applied = False
+            changed = False
             for path, pod in read.items():
                 if pod is None and not final and os.path.isfile(path):
                     unsettled.add(path)
                     continue
-                applied = True
                 if pod is None:
-                    self._pods_by_file.pop(path, None)
-                else:
+                    changed |= self._pods_by_file.pop(path, None) is not None
+                elif self._pods_by_file.get(path) is not pod:
+                    # The same object means the same bytes read again: nothing new to send.
+                    changed = True
                     self._pods_by_file[path] = pod
-            if applied:
+            if changed:
                 self._send()
             return unsettled
 

@@ -295,7 +295,7 @@ async def test_hostile_manifests_beside_good_ones_neither_block_the_loop_nor_the
                                                                                        errors)
 
 
-async def test_a_failed_manifest_is_decoded_again_only_when_it_changes(
+async def test_a_manifest_is_decoded_again_only_when_it_changes(
         tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any,
         monkeypatch: pytest.MonkeyPatch) -> None:
     from pykubelet.sources import file as file_source
@@ -315,12 +315,46 @@ async def test_a_failed_manifest_is_decoded_again_only_when_it_changes(
     await next_update(updates)
     await asyncio.sleep(1.2)  # several periodic re-reads
     assert decoded.count("bad.yaml") == 1
-    assert decoded.count("good.yaml") > 1
-    # Every re-read still reports the bad file.
+    assert decoded.count("good.yaml") == 1
+    # Every re-read still reports the bad file and still sends the good pod.
     assert sum("bad.yaml" in r.getMessage() and "image: Required value" in r.getMessage()
                for r in logs.records) > 1
+    assert names(await next_update(updates, timeout=1)) == ["good-node-1"]
     (tmp_path / "bad.yaml").write_text(manifest("bad", image="busybox:1.36"))
     await next_update(updates, lambda u: names(u) == ["bad-node-1", "good-node-1"], timeout=3)
+    assert decoded.count("bad.yaml") == 2
+    (tmp_path / "good.yaml").write_text(manifest("good", image="busybox:1.37"))
+    edited = await next_update(
+        updates, lambda u: any(p.spec.containers[0].image == "busybox:1.37" for p in u.pods),
+        timeout=3)
+    assert names(edited) == ["bad-node-1", "good-node-1"]
+    assert decoded.count("good.yaml") == 2
+
+
+async def test_saving_the_same_bytes_sends_nothing_and_a_returning_file_is_seen_anew(
+        tmp_path: Path, running: Any) -> None:
+    path = tmp_path / "web.yaml"
+    path.write_text(manifest("web"))
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
+    first = await next_update(updates, lambda u: bool(u.pods))
+    await asyncio.sleep(0.3)
+
+    # An editor saving without a change: events, but no new pod to send.
+    path.write_text(manifest("web"))
+    with pytest.raises((TimeoutError, AssertionError)):
+        await next_update(updates, timeout=1)
+
+    # Removed and written back: the same pod, but seen again (its start is timed from now).
+    path.unlink()
+    await next_update(updates, lambda u: not u.pods, timeout=3)
+    await asyncio.sleep(0.05)
+    path.write_text(manifest("web"))
+    back = await next_update(updates, lambda u: bool(u.pods), timeout=3)
+    seen_key = "kubernetes.io/config.seen"
+    assert back.pods[0].metadata.uid == first.pods[0].metadata.uid
+    assert back.pods[0].metadata.annotations[seen_key] > first.pods[0].metadata.annotations[
+        seen_key]
 
 
 # --- URL source ----------------------------------------------------------------------------------
