@@ -24,7 +24,8 @@ drains every second, sending a new ``update_pod`` for each due pod.
 
 Before each sync the worker waits for the pod cache to be newer than the end
 of its previous sync (``PodCache.get_newer_than``), so it never acts on a
-runtime state that predates its own last actions. All times come from one
+runtime state that predates its own last actions. A termination request cuts
+that wait short, as it cancels a sync in flight. All times come from one
 injected clock, ``time.monotonic`` by default, the clock PLEG stamps the
 cache with.
 """
@@ -655,9 +656,12 @@ class PodWorkers:
                 if update.running_pod is None:
                     # Orphans skip this: they are only torn down, from the listing. On the
                     # way to (or out of) terminating the PLEG is asked to relist now, so
-                    # that a kill does not first wait out a relist period.
-                    cached, cache_error = await self._cache.get_newer_than(
-                        uid, last_sync_time, refresh=work_type != PodWorkerState.SYNC)
+                    # that a kill does not first wait out a relist period. A sync still
+                    # waiting here when termination is requested is cancelled like one
+                    # that already runs: the kill must not queue behind a relist period.
+                    cached, cache_error = await self._interruptible(
+                        status, self._cache.get_newer_than(
+                            uid, last_sync_time, refresh=work_type != PodWorkerState.SYNC))
                     if cache_error is not None:
                         raise cache_error
                     if cached is not None:

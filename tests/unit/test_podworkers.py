@@ -388,6 +388,33 @@ async def test_a_kill_asks_for_fresh_state_instead_of_waiting_a_relist_period(
         await workers.stop()
 
 
+async def test_a_kill_does_not_wait_behind_a_sync_waiting_for_the_next_relist(
+        syncer: FakeSyncer, cache: PodCache) -> None:
+    refreshes: list[float] = []
+
+    def refresh() -> None:  # plays a PLEG that relists when asked
+        refreshes.append(time.monotonic())
+        cache.update_time(time.monotonic())
+
+    workers = PodWorkers(syncer, cache, resync_interval=60.0, backoff_period=10.0)
+    try:
+        cache.update_time(time.monotonic())
+        workers.update_pod(update(make_pod("a"), SyncPodType.CREATE))
+        await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 1)
+        cache.set_refresher(refresh)
+        # A PLEG event's sync: it waits for a relist newer than the last sync (none comes).
+        workers.update_pod(update(make_pod("a")))
+        await settle()
+        assert len(syncer.calls("sync_pod", "a")) == 1 and refreshes == []
+
+        workers.update_pod(update(make_pod("a"), SyncPodType.KILL))
+        await until(lambda: len(syncer.calls("sync_terminating_pod", "a")) == 1, timeout=0.5)
+        # The waiting sync never ran: the kill went first, on freshly asked-for state.
+        assert len(syncer.calls("sync_pod", "a")) == 1 and refreshes
+    finally:
+        await workers.stop()
+
+
 async def test_deletion_grace_period_only_shrinks(workers: PodWorkers,
                                                   syncer: FakeSyncer) -> None:
     syncer.terminating_errors["a"] = [RuntimeError("still stopping")] * 2
