@@ -58,6 +58,9 @@ START_TIMEOUT_SECONDS = 120.0
 CLEANUP_TIMEOUT_SECONDS = 60.0
 RSS_SAMPLE_SECONDS = 0.5
 SLEEP_COMMAND = ["sh", "-c", "sleep 3600"]
+# The same sleep under a shell that exits on SIGTERM, as most servers do: stopping it is not
+# held to the grace period, so its deletion measures the kubelet's own teardown.
+TERM_EXITING_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
 
 
 class BenchmarkError(RuntimeError):
@@ -250,13 +253,14 @@ async def wait_pod_gone(runtime: RemoteRuntimeService, pod_name: str, poll_secon
 
 # --- raw CRI pods ---------------------------------------------------------------------------------
 
-def pod_manifest(name: str, image: str) -> dict[str, Any]:
+def pod_manifest(name: str, image: str,
+                 command: Sequence[str] = SLEEP_COMMAND) -> dict[str, Any]:
     # Grace period 0: the benchmark measures start-up, and sleep as PID 1 ignores SIGTERM.
     # dnsPolicy Default: the testbed node has no cluster DNS to point ClusterFirst at.
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"terminationGracePeriodSeconds": 0, "dnsPolicy": "Default",
                      "containers": [{"name": "sleep", "image": image,
-                                     "command": SLEEP_COMMAND}]}}
+                                     "command": list(command)}]}}
 
 
 @dataclass
@@ -266,9 +270,10 @@ class RawPod:
     container_config: api_pb2.ContainerConfig
 
 
-def raw_pod(name: str, image: str, work_dir: Path) -> RawPod:
+def raw_pod(name: str, image: str, work_dir: Path,
+            command: Sequence[str] = SLEEP_COMMAND) -> RawPod:
     """The CRI configs pykubelet would send for the benchmark pod, built before the clock runs."""
-    manifest = pod_manifest(name, image)
+    manifest = pod_manifest(name, image, command)
     manifest["metadata"].update(namespace="default", uid=f"bench-{name}")
     pod = pod_from_dict(manifest)
     logs_dir = str(work_dir / "raw-pod-logs")
@@ -312,11 +317,12 @@ async def time_raw_serial(runtime: RemoteRuntimeService, watcher: RunningWatcher
 
 
 async def time_raw_concurrent(runtime: RemoteRuntimeService, watcher: RunningWatcher, image: str,
-                              work_dir: Path, prefix: str, count: int) -> tuple[float, float]:
+                              work_dir: Path, prefix: str, count: int,
+                              command: Sequence[str] = SLEEP_COMMAND) -> tuple[float, float]:
     """``count`` pods started all at once, each pod's three calls in order (what a
     kubelet's pod workers do with new pods, on one gRPC channel): ms until the
     last and the first is RUNNING. The pods are left running."""
-    pods = [raw_pod(f"{prefix}-{i}", image, work_dir) for i in range(count)]
+    pods = [raw_pod(f"{prefix}-{i}", image, work_dir, command) for i in range(count)]
     started = time.monotonic()
     await asyncio.gather(*(start_raw(runtime, pod) for pod in pods))
     running = await watcher.wait_running([pod.name for pod in pods])

@@ -16,7 +16,10 @@ What each kubelet goes through in a round, on a fresh root directory:
    gone between runs;
 3. ``--pods`` manifests written at once until every container is RUNNING,
    then (once ``/pods`` shows them Running) all removed at once until the
-   runtime has no running container and no ready sandbox of theirs left;
+   runtime has no running container and no ready sandbox of theirs left; then
+   the same with ``--pods`` pods whose shell exits on SIGTERM, as most servers
+   do, so that the deletion measures the kubelet's own teardown rather than
+   the grace period (the raw floor stops them with the same calls);
 4. ``--idle-pods`` pods running, CPU (user+system, all threads) over
    ``--idle-seconds`` and RSS, after ``--settle-seconds``.
 
@@ -24,7 +27,7 @@ What each kubelet goes through in a round, on a fresh root directory:
 for every side. The pods are one busybox container running ``sleep`` with
 ``terminationGracePeriodSeconds: 0``, which both kubelets raise to their
 minimum of 2 s (upstream's rule, also in v1.35): ``sleep`` as PID 1 ignores
-SIGTERM, so every deletion waits out those 2 s.
+SIGTERM, so every deletion but the SIGTERM one waits out those 2 s.
 
 The Go kubelet is the binary built by ``scripts/testbed/controlplane-build.sh``
 from Debian's ``kubernetes`` source (see ``tests/controlplane.py``). It is kept
@@ -85,6 +88,7 @@ from bench.harness import (  # noqa: E402
     KUBELET_ARGS,
     KUBELET_CONFIG,
     START_TIMEOUT_SECONDS,
+    TERM_EXITING_COMMAND,
     BenchmarkError,
     RunningWatcher,
     check_alive,
@@ -270,6 +274,8 @@ class SideFigures(KubeletFigures):
     """One standalone kubelet's figures."""
 
     start_s: list[float] = field(default_factory=list)
+    # The pods' process exits on SIGTERM: no grace period to wait out.
+    delete_term_ms: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -279,6 +285,7 @@ class RawFigures:
     serial_ms: list[float] = field(default_factory=list)
     concurrent_ms: list[float] = field(default_factory=list)
     delete_ms: list[float] = field(default_factory=list)
+    delete_term_ms: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -390,6 +397,10 @@ def render(results: Results) -> str:
          spread(in_seconds(go.delete_ms), secs), ratio(py.delete_ms, go.delete_ms),
          f"{spread(in_seconds(raw.delete_ms), secs)} concurrent"),
         ("", "", "", "", "(2 s grace minimum)"),
+        (f"delete {results.pods} pods exiting on SIGTERM",
+         spread(in_seconds(py.delete_term_ms), secs),
+         spread(in_seconds(go.delete_term_ms), secs), ratio(py.delete_term_ms, go.delete_term_ms),
+         f"{spread(in_seconds(raw.delete_term_ms), secs)} concurrent"),
         (f"idle CPU, {results.idle_pods} pods, % of a core",
          spread(py.idle_cpu_percent, pct), spread(go.idle_cpu_percent, pct),
          ratio(py.idle_cpu_percent, go.idle_cpu_percent), ""),
@@ -471,6 +482,20 @@ async def time_start(kubelet: KubeletProcess, poll_seconds: float) -> float:
     return (healthy_at or time.monotonic()) - started
 
 
+async def time_delete(runtime: RemoteRuntimeService, kubelet: KubeletProcess,
+                      names: Sequence[str], paths: Sequence[Path], poll_seconds: float) -> float:
+    """Once ``/pods`` shows the pods Running: ms from removing their manifests until the
+    runtime has none of them running or ready."""
+    node = kubelet.node_name
+    await wait_all_reported_running(kubelet, names, node, poll_seconds * 5)
+    started = time.monotonic()
+    for path in paths:
+        path.unlink()
+    gone_at = await wait_pods_gone(runtime, [f"{name}-{node}" for name in names], poll_seconds,
+                                   kubelet)
+    return (gone_at - started) * 1000
+
+
 async def measure_side(runtime: RemoteRuntimeService, kubelet: KubeletProcess, image: str,
                        args: argparse.Namespace, figures: SideFigures) -> None:
     poll_seconds = args.poll_ms / 1000
@@ -496,13 +521,13 @@ async def measure_side(runtime: RemoteRuntimeService, kubelet: KubeletProcess, i
         paths = [kubelet.write_pod(pod_manifest(name, image)) for name in names]
         running = await watcher.wait_running([f"{name}-{node}" for name in names], kubelet)
         figures.many_ms.append((max(running) - started) * 1000)
-    await wait_all_reported_running(kubelet, names, node, poll_seconds * 5)
-    started = time.monotonic()
-    for path in paths:
-        path.unlink()
-    gone_at = await wait_pods_gone(runtime, [f"{name}-{node}" for name in names], poll_seconds,
-                                   kubelet)
-    figures.delete_ms.append((gone_at - started) * 1000)
+    figures.delete_ms.append(await time_delete(runtime, kubelet, names, paths, poll_seconds))
+
+    names = [f"term-{i}" for i in range(args.pods)]
+    paths = [kubelet.write_pod(pod_manifest(name, image, TERM_EXITING_COMMAND))
+             for name in names]
+    figures.delete_term_ms.append(await time_delete(runtime, kubelet, names, paths,
+                                                    poll_seconds))
 
     names = [f"idle-{i}" for i in range(args.idle_pods)]
     paths = [kubelet.write_pod(pod_manifest(name, image)) for name in names]
@@ -536,6 +561,10 @@ async def measure_raw(runtime: RemoteRuntimeService, image: str, work_dir: Path,
         figures.concurrent_ms.append(concurrent)
         figures.delete_ms.append(await time_raw_delete(runtime, f"{prefix}-concurrent",
                                                        args.pods, poll_seconds))
+        await time_raw_concurrent(runtime, watcher, image, work_dir, f"{prefix}-term",
+                                  args.pods, TERM_EXITING_COMMAND)
+        figures.delete_term_ms.append(await time_raw_delete(runtime, f"{prefix}-term",
+                                                            args.pods, poll_seconds))
         await remove_all_sandboxes(runtime)
 
 
