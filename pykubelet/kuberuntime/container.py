@@ -309,7 +309,7 @@ class PodContainers:
         container's waiting state (ErrImagePull, CreateContainerError...).
         """
         try:
-            image_ref = await self.image_manager.ensure_image_exists(
+            image = await self.image_manager.ensure_image_exists(
                 pod, container, pull_secrets, sandbox_config)
         except ImagePullError as err:
             raise ContainerStartError(err.reason, err.message) from err
@@ -325,8 +325,11 @@ class PodContainers:
 
         try:
             # runAsNonRoot is checked against the user the image declares.
-            uid, username = image_user(await self.image_service.image_status(image_ref))
-            config = generate_container_config(container, pod, restart_count, image_ref,
+            status_of_image = image.status
+            if status_of_image is None:
+                status_of_image = await self.image_service.image_status(image.ref)
+            uid, username = image_user(status_of_image)
+            config = generate_container_config(container, pod, restart_count, image.ref,
                                                self.options_for(pod, pod_ips), image_uid=uid,
                                                image_username=username)
         except CreateContainerConfigError as err:

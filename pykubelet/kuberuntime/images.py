@@ -261,6 +261,15 @@ class PullWithCredentialsError(Exception):
         self.failures = failures
 
 
+@dataclass(frozen=True)
+class EnsuredImage:
+    """An image ready for a container: the runtime's reference, and its status when the
+    check that found it present already read it (None after a pull)."""
+
+    ref: str
+    status: api_pb2.Image | None = None
+
+
 class ImageManager:
     """Ensures images for containers, with pull policy, back-off, throttling and credentials."""
 
@@ -278,8 +287,9 @@ class ImageManager:
 
     async def ensure_image_exists(self, pod: V1Pod, container: V1Container,
                                   pull_secrets: Sequence[Any] = (),
-                                  sandbox_config: api_pb2.PodSandboxConfig | None = None) -> str:
-        """The runtime's reference of ``container``'s image, pulling it when the policy says so."""
+                                  sandbox_config: api_pb2.PodSandboxConfig | None = None,
+                                  ) -> EnsuredImage:
+        """``container``'s image as the runtime knows it, pulled when the policy says so."""
         spec_image = container.image or ""
         meta = pod.metadata
         pod_ref = f"{meta.namespace}/{meta.name}" if meta else ""
@@ -312,7 +322,7 @@ class ImageManager:
                                image=spec_image)
                 event(NORMAL, EVENT_PULLED,
                       f'Container image "{spec_image}" already present on machine')
-                return str(status.id)
+                return EnsuredImage(str(status.id), status)
             message = f'Container image "{spec_image}" is not present with pull policy of Never'
             klog.warning(message, pod=pod_ref, container=container.name)
             event(WARNING, ERR_IMAGE_NEVER_PULL, message)
@@ -350,7 +360,7 @@ class ImageManager:
               f'Successfully pulled image "{spec_image}" in {format_go_duration(round(took, 3))}')
         self._last_error.pop(backoff_key, None)
         self.backoff.gc()
-        return image_ref
+        return EnsuredImage(image_ref)
 
     async def _pull(self, image: str, pull_secrets: Sequence[Any],
                     sandbox_config: api_pb2.PodSandboxConfig | None) -> str:
@@ -381,6 +391,7 @@ __all__ = [
     "IMAGE_INSPECT_ERROR",
     "IMAGE_PULL_BACKOFF",
     "INVALID_IMAGE_NAME",
+    "EnsuredImage",
     "ImageManager",
     "ImagePullError",
     "ImageReference",

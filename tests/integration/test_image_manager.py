@@ -51,7 +51,7 @@ def make_pod(image: str, pull_policy: str | None = None, **container: Any) -> An
 
 
 async def ensure(manager: ImageManager, pod: Any) -> str:
-    return await manager.ensure_image_exists(pod, pod.spec.containers[0])
+    return (await manager.ensure_image_exists(pod, pod.spec.containers[0])).ref
 
 
 async def test_if_not_present_uses_the_imported_image(testbed: Testbed,
@@ -149,7 +149,7 @@ async def test_generated_configs_run_on_containerd(testbed: Testbed, tmp_path: P
                                   cluster_domain="cluster.local", resolv_conf=str(resolv))
     sandbox_config = generate_pod_sandbox_config(pod, 0, sandbox_opts)
     container = pod.spec.containers[0]
-    image_ref = await ImageManager(images).ensure_image_exists(pod, container)
+    image_ref = (await ImageManager(images).ensure_image_exists(pod, container)).ref
     uid_of_image, username = image_user(await images.image_status(image_ref))
 
     sandbox_id = await runtime.run_pod_sandbox(sandbox_config)

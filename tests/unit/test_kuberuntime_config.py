@@ -634,10 +634,14 @@ async def test_image_manager_policy_and_back_off() -> None:
     clock = [100.0]
     manager = ImageManager(service, backoff=Backoff(10, 300, lambda: clock[0]))
     pod = image_pod("busybox:1.35")
-    assert await manager.ensure_image_exists(pod, pod.spec.containers[0]) == "sha256:local"
+    local = await manager.ensure_image_exists(pod, pod.spec.containers[0])
+    # The status read to find it present comes along: the user check needs no second read.
+    assert local.ref == "sha256:local" and local.status is not None
+    assert local.status.id == "sha256:local"
     assert service.pulls == []
     always = image_pod("busybox:1.35", "Always")
-    assert await manager.ensure_image_exists(always, always.spec.containers[0]) == "sha256:pulled"
+    pulled = await manager.ensure_image_exists(always, always.spec.containers[0])
+    assert pulled.ref == "sha256:pulled" and pulled.status is None
 
     missing = image_pod("gone:1")
     for expected in ("ErrImagePull", "ImagePullBackOff"):
@@ -683,6 +687,6 @@ async def test_each_matching_credential_is_tried() -> None:
                                                              "password": "x"}}),
                docker_config_secret({"registry.local": {"username": "right", "password": "y"}})]
     pod = image_pod("registry.local/team/app:1")
-    ref = await manager.ensure_image_exists(pod, pod.spec.containers[0], secrets)
-    assert ref == "sha256:pulled"
+    pulled = await manager.ensure_image_exists(pod, pod.spec.containers[0], secrets)
+    assert pulled.ref == "sha256:pulled"
     assert [user for _, user in service.pulls] == ["wrong", "right"]
