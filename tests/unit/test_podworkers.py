@@ -156,6 +156,27 @@ async def workers(syncer: FakeSyncer, fresh_cache: PodCache,
     await pod_workers.stop()
 
 
+@pytest.fixture
+async def relist_workers(syncer: FakeSyncer, cache: PodCache) -> AsyncIterator[PodWorkers]:
+    """Workers on a cache that only the test's own relists make fresh."""
+    pod_workers = PodWorkers(syncer, cache, resync_interval=60.0, backoff_period=10.0)
+    yield pod_workers
+    await pod_workers.stop()
+
+
+@pytest.fixture
+def requested_relists(cache: PodCache) -> list[float]:
+    """Plays a PLEG that relists when asked to (and only then): the times it was asked."""
+    refreshes: list[float] = []
+
+    def refresh() -> None:
+        refreshes.append(time.monotonic())
+        cache.update_time(time.monotonic())
+
+    cache.set_refresher(refresh)
+    return refreshes
+
+
 def update(pod: V1Pod, kind: SyncPodType = SyncPodType.UPDATE, **kwargs: Any) -> UpdatePodOptions:
     return UpdatePodOptions(update_type=kind, pod=pod, **kwargs)
 
@@ -343,76 +364,55 @@ async def test_terminated_uid_is_not_restarted_until_forgotten(workers: PodWorke
 
 
 async def test_worker_never_syncs_on_state_older_than_its_last_sync(
-        syncer: FakeSyncer, cache: PodCache) -> None:
-    workers = PodWorkers(syncer, cache, resync_interval=60.0, backoff_period=10.0)
-    try:
-        workers.update_pod(update(make_pod("a"), SyncPodType.CREATE))
-        await settle()
-        assert syncer.log == []  # no relist yet: nothing is known about the runtime
-        cache.update_time(time.monotonic())
-        await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 1)
+        relist_workers: PodWorkers, syncer: FakeSyncer, cache: PodCache) -> None:
+    workers = relist_workers
+    workers.update_pod(update(make_pod("a"), SyncPodType.CREATE))
+    await settle()
+    assert syncer.log == []  # no relist yet: nothing is known about the runtime
+    cache.update_time(time.monotonic())
+    await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 1)
 
-        workers.update_pod(update(make_pod("a", "v2")))
-        await settle()
-        assert len(syncer.calls("sync_pod", "a")) == 1  # cache predates the last sync
-        cache.set("a", PodStatus(id="a", name="pod-a"), None, time.monotonic())
-        await until(lambda: len(syncer.calls("sync_pod", "a")) == 2)
-    finally:
-        await workers.stop()
+    workers.update_pod(update(make_pod("a", "v2")))
+    await settle()
+    assert len(syncer.calls("sync_pod", "a")) == 1  # cache predates the last sync
+    cache.set("a", PodStatus(id="a", name="pod-a"), None, time.monotonic())
+    await until(lambda: len(syncer.calls("sync_pod", "a")) == 2)
 
 
 async def test_a_kill_asks_for_fresh_state_instead_of_waiting_a_relist_period(
-        syncer: FakeSyncer, cache: PodCache) -> None:
-    refreshes: list[float] = []
+        relist_workers: PodWorkers, syncer: FakeSyncer, cache: PodCache,
+        requested_relists: list[float]) -> None:
+    workers, refreshes = relist_workers, requested_relists
+    cache.update_time(time.monotonic())
+    for uid in ("a", "b"):
+        workers.update_pod(update(make_pod(uid), SyncPodType.CREATE))
+        await until(lambda uid=uid: len(syncer.calls("sync_pod_end", uid)) == 1)
 
-    def refresh() -> None:  # plays a PLEG that relists when asked
-        refreshes.append(time.monotonic())
-        cache.update_time(time.monotonic())
-
-    workers = PodWorkers(syncer, cache, resync_interval=60.0, backoff_period=10.0)
-    try:
-        cache.update_time(time.monotonic())
-        for uid in ("a", "b"):
-            workers.update_pod(update(make_pod(uid), SyncPodType.CREATE))
-            await until(lambda uid=uid: len(syncer.calls("sync_pod_end", uid)) == 1)
-        cache.set_refresher(refresh)
-
-        workers.update_pod(update(make_pod("a", "v2")))
-        await settle()
-        # An update still waits for the PLEG's next relist.
-        assert refreshes == [] and len(syncer.calls("sync_pod", "a")) == 1
-        workers.update_pod(update(make_pod("b"), SyncPodType.KILL))
-        await until(lambda: len(syncer.calls("sync_terminating_pod", "b")) == 1)
-        assert refreshes
-    finally:
-        await workers.stop()
+    workers.update_pod(update(make_pod("a", "v2")))
+    await settle()
+    # An update still waits for the PLEG's next relist.
+    assert refreshes == [] and len(syncer.calls("sync_pod", "a")) == 1
+    workers.update_pod(update(make_pod("b"), SyncPodType.KILL))
+    await until(lambda: len(syncer.calls("sync_terminating_pod", "b")) == 1)
+    assert refreshes
 
 
 async def test_a_kill_does_not_wait_behind_a_sync_waiting_for_the_next_relist(
-        syncer: FakeSyncer, cache: PodCache) -> None:
-    refreshes: list[float] = []
+        relist_workers: PodWorkers, syncer: FakeSyncer, cache: PodCache,
+        requested_relists: list[float]) -> None:
+    workers, refreshes = relist_workers, requested_relists
+    cache.update_time(time.monotonic())
+    workers.update_pod(update(make_pod("a"), SyncPodType.CREATE))
+    await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 1)
+    # A PLEG event's sync: it waits for a relist newer than the last sync (none comes).
+    workers.update_pod(update(make_pod("a")))
+    await settle()
+    assert len(syncer.calls("sync_pod", "a")) == 1 and refreshes == []
 
-    def refresh() -> None:  # plays a PLEG that relists when asked
-        refreshes.append(time.monotonic())
-        cache.update_time(time.monotonic())
-
-    workers = PodWorkers(syncer, cache, resync_interval=60.0, backoff_period=10.0)
-    try:
-        cache.update_time(time.monotonic())
-        workers.update_pod(update(make_pod("a"), SyncPodType.CREATE))
-        await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 1)
-        cache.set_refresher(refresh)
-        # A PLEG event's sync: it waits for a relist newer than the last sync (none comes).
-        workers.update_pod(update(make_pod("a")))
-        await settle()
-        assert len(syncer.calls("sync_pod", "a")) == 1 and refreshes == []
-
-        workers.update_pod(update(make_pod("a"), SyncPodType.KILL))
-        await until(lambda: len(syncer.calls("sync_terminating_pod", "a")) == 1, timeout=0.5)
-        # The waiting sync never ran: the kill went first, on freshly asked-for state.
-        assert len(syncer.calls("sync_pod", "a")) == 1 and refreshes
-    finally:
-        await workers.stop()
+    workers.update_pod(update(make_pod("a"), SyncPodType.KILL))
+    await until(lambda: len(syncer.calls("sync_terminating_pod", "a")) == 1, timeout=0.5)
+    # The waiting sync never ran: the kill went first, on freshly asked-for state.
+    assert len(syncer.calls("sync_pod", "a")) == 1 and refreshes
 
 
 async def test_deletion_grace_period_only_shrinks(workers: PodWorkers,
