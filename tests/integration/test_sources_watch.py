@@ -67,6 +67,18 @@ async def next_update(queue: asyncio.Queue[PodUpdate],
             return update
 
 
+async def watch(running: Callable[[Any], RunningSource], path: Path,
+                until: Callable[[PodUpdate], bool] = lambda u: bool(u.pods),
+                ) -> tuple[asyncio.Queue[PodUpdate], PodUpdate]:
+    """A file source on ``path`` (re-read every 60 s): its updates and the first one matching
+    ``until``, returned once the watch has settled, so that later changes are seen by it."""
+    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
+    running(StaticPodFileSource(str(path), NODE, updates, check_frequency=60))
+    first = await next_update(updates, until)
+    await asyncio.sleep(0.3)
+    return updates, first
+
+
 class RunningSource:
     def __init__(self, source: StaticPodFileSource | StaticPodURLSource) -> None:
         self.source = source
@@ -113,11 +125,8 @@ async def test_directory_sends_good_pods_and_logs_the_bad_file(
 async def test_edit_is_seen_through_inotify_within_a_second(tmp_path: Path, running: Any) -> None:
     path = tmp_path / "web.yaml"
     path.write_text(manifest("web"))
-    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
-    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
-    first = await next_update(updates, lambda u: bool(u.pods))
+    updates, first = await watch(running, tmp_path)
     old_uid = first.pods[0].metadata.uid
-    await asyncio.sleep(0.3)  # let the watch settle before editing
 
     started = time.monotonic()
     path.write_text(manifest("web", image="busybox:1.37"))
@@ -131,10 +140,8 @@ async def test_breaking_a_manifest_drops_its_pod_and_says_why(
         tmp_path: Path, logs: pytest.LogCaptureFixture, running: Any) -> None:
     (tmp_path / "web.yaml").write_text(manifest("web"))
     (tmp_path / "db.yaml").write_text(manifest("db"))
-    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
-    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
-    await next_update(updates, lambda u: names(u) == ["db-node-1", "web-node-1"])
-    await asyncio.sleep(0.3)
+    updates, _ = await watch(running, tmp_path,
+                             lambda u: names(u) == ["db-node-1", "web-node-1"])
 
     (tmp_path / "web.yaml").write_text(manifest("web").replace("containers:", "containers: 7"))
     await next_update(updates, lambda u: names(u) == ["db-node-1"], timeout=3)
@@ -148,10 +155,7 @@ async def test_rewriting_a_manifest_in_place_never_drops_its_pod(
     # file before the whole one. Those in-between states must not stop the pod.
     path = tmp_path / "web.yaml"
     path.write_text(manifest("web"))
-    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
-    running(StaticPodFileSource(str(path.parent), NODE, updates, check_frequency=60))
-    await next_update(updates, lambda u: names(u) == ["web-node-1"])
-    await asyncio.sleep(0.3)
+    updates, _ = await watch(running, path.parent, lambda u: names(u) == ["web-node-1"])
 
     text = manifest("web", image="busybox:1.37")
     with open(path, "w") as rewritten:
@@ -174,10 +178,7 @@ async def test_rewriting_a_manifest_in_place_never_drops_its_pod(
 
 async def test_new_and_deleted_files(tmp_path: Path, running: Any) -> None:
     (tmp_path / "keep.yaml").write_text(manifest("keep"))
-    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
-    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
-    await next_update(updates, lambda u: names(u) == ["keep-node-1"])
-    await asyncio.sleep(0.3)
+    updates, _ = await watch(running, tmp_path, lambda u: names(u) == ["keep-node-1"])
 
     (tmp_path / "extra.yaml").write_text(manifest("extra"))
     await next_update(updates, lambda u: names(u) == ["extra-node-1", "keep-node-1"], timeout=3)
@@ -192,10 +193,8 @@ async def test_hidden_swap_and_non_regular_entries_are_ignored(
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "nested.yaml").write_text(manifest("nested"))
     os.mkfifo(tmp_path / "pipe")  # reading it would block forever if it were not skipped
-    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
-    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
-    assert names(await next_update(updates)) == ["real-node-1"]
-    await asyncio.sleep(0.3)
+    updates, first = await watch(running, tmp_path, lambda u: True)
+    assert names(first) == ["real-node-1"]
 
     # An editor's swap file changing must not produce a pod or even an update.
     (tmp_path / ".real.yaml.swp").write_text(manifest("swap"))
@@ -207,10 +206,7 @@ async def test_hidden_swap_and_non_regular_entries_are_ignored(
 async def test_single_file_path_follows_an_atomic_replace(tmp_path: Path, running: Any) -> None:
     path = tmp_path / "only.yaml"
     path.write_text(manifest("only"))
-    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
-    running(StaticPodFileSource(str(path), NODE, updates, check_frequency=60))
-    first = await next_update(updates, lambda u: bool(u.pods))
-    await asyncio.sleep(0.3)
+    updates, first = await watch(running, path)
 
     replacement = tmp_path / ".only.yaml.tmp"
     replacement.write_text(manifest("only", image="busybox:1.37"))
@@ -335,10 +331,7 @@ async def test_saving_the_same_bytes_sends_nothing_and_a_returning_file_is_seen_
         tmp_path: Path, running: Any) -> None:
     path = tmp_path / "web.yaml"
     path.write_text(manifest("web"))
-    updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
-    running(StaticPodFileSource(str(tmp_path), NODE, updates, check_frequency=60))
-    first = await next_update(updates, lambda u: bool(u.pods))
-    await asyncio.sleep(0.3)
+    updates, first = await watch(running, tmp_path)
 
     # An editor saving without a change: events, but no new pod to send.
     path.write_text(manifest("web"))
