@@ -54,7 +54,7 @@ from pykubelet.kuberuntime.container_config import (
     generate_container_config,
     image_user,
 )
-from pykubelet.kuberuntime.images import ImageManager, ImagePullError
+from pykubelet.kuberuntime.images import ImageManager, ImagePullError, ImageStatusLookahead
 from pykubelet.kuberuntime.labels import (
     POD_UID_LABEL,
     get_container_info_from_annotations,
@@ -302,7 +302,8 @@ class PodContainers:
 
     async def start(self, sandbox_id: str, sandbox_config: api_pb2.PodSandboxConfig,
                     container: V1Container, pod: V1Pod, status: PodStatus,
-                    pod_ips: Sequence[str], pull_secrets: Sequence[object] = ()) -> ContainerID:
+                    pod_ips: Sequence[str], pull_secrets: Sequence[object] = (),
+                    lookahead: ImageStatusLookahead | None = None) -> ContainerID:
         """Upstream ``startContainer``: pull, create, start, postStart hook.
 
         Raises ``ContainerStartError`` whose reason is the one users see in the
@@ -310,7 +311,7 @@ class PodContainers:
         """
         try:
             image = await self.image_manager.ensure_image_exists(
-                pod, container, pull_secrets, sandbox_config)
+                pod, container, pull_secrets, sandbox_config, lookahead)
         except ImagePullError as err:
             raise ContainerStartError(err.reason, err.message) from err
 

@@ -20,7 +20,7 @@ import fnmatch
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,6 +270,45 @@ class EnsuredImage:
     status: api_pb2.Image | None = None
 
 
+class ImageStatusLookahead:
+    """Image statuses read while a new pod's sandbox is still being created.
+
+    A new pod's first containers need their images' statuses the moment
+    ``RunPodSandbox`` returns, and that call spends tens of milliseconds in the
+    runtime. Reading the statuses during it takes a CRI round trip per image
+    off the start of every new pod; nothing is decided early: the pull policy
+    is applied where the status is used, in the order upstream applies it. A
+    lookup that failed or was not made is read again there, so its error is
+    reported as before. ``aclose`` ends the lookups nobody used.
+    """
+
+    def __init__(self, images: ImageService, specs: Iterable[str]) -> None:
+        self._images = images
+        self._lookups: dict[str, asyncio.Task[api_pb2.Image | None]] = {}
+        for spec in specs:
+            try:
+                image = apply_default_tag(spec)
+            except ValueError:
+                continue  # reported where the container is started
+            if image not in self._lookups:
+                self._lookups[image] = asyncio.create_task(images.image_status(image))
+
+    async def image_status(self, image: str) -> api_pb2.Image | None:
+        lookup = self._lookups.get(image)
+        if lookup is not None:
+            try:
+                return await lookup
+            except Exception:
+                del self._lookups[image]
+        return await self._images.image_status(image)
+
+    async def aclose(self) -> None:
+        for lookup in self._lookups.values():
+            lookup.cancel()
+        await asyncio.gather(*self._lookups.values(), return_exceptions=True)
+        self._lookups.clear()
+
+
 class ImageManager:
     """Ensures images for containers, with pull policy, back-off, throttling and credentials."""
 
@@ -288,8 +327,11 @@ class ImageManager:
     async def ensure_image_exists(self, pod: V1Pod, container: V1Container,
                                   pull_secrets: Sequence[Any] = (),
                                   sandbox_config: api_pb2.PodSandboxConfig | None = None,
+                                  lookahead: ImageStatusLookahead | None = None,
                                   ) -> EnsuredImage:
-        """``container``'s image as the runtime knows it, pulled when the policy says so."""
+        """``container``'s image as the runtime knows it, pulled when the policy says so.
+
+        ``lookahead`` holds statuses already read for this pod's start."""
         spec_image = container.image or ""
         meta = pod.metadata
         pod_ref = f"{meta.namespace}/{meta.name}" if meta else ""
@@ -307,7 +349,7 @@ class ImageManager:
             raise ImagePullError(INVALID_IMAGE_NAME, message) from err
 
         try:
-            status = await self._images.image_status(image)
+            status = await (lookahead or self._images).image_status(image)
         except Exception as err:
             message = f"Failed to inspect image {spec_image!r}: {err}"
             klog.warning(message, pod=pod_ref, container=container.name)
@@ -361,6 +403,10 @@ class ImageManager:
         self._last_error.pop(backoff_key, None)
         self.backoff.gc()
         return EnsuredImage(image_ref)
+
+    def look_ahead(self, specs: Iterable[str]) -> ImageStatusLookahead:
+        """Start reading the statuses of the images ``specs`` (as written in pod specs)."""
+        return ImageStatusLookahead(self._images, specs)
 
     async def _pull(self, image: str, pull_secrets: Sequence[Any],
                     sandbox_config: api_pb2.PodSandboxConfig | None) -> str:

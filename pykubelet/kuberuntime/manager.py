@@ -68,7 +68,7 @@ from pykubelet.kuberuntime.container import (
     cri_container_state,
 )
 from pykubelet.kuberuntime.container_config import ContainerOptions
-from pykubelet.kuberuntime.images import EVENT_BACK_OFF, ImageManager
+from pykubelet.kuberuntime.images import EVENT_BACK_OFF, ImageManager, ImageStatusLookahead
 from pykubelet.kuberuntime.labels import (
     get_container_info_from_annotations,
     get_container_info_from_labels,
@@ -125,6 +125,15 @@ class RuntimeManagerOptions:
 
     def pod_dir(self, uid: str) -> str:
         return os.path.join(self.root_dir, "pods", uid)
+
+
+def containers_to_start(pod: V1Pod, actions: PodActions) -> list[V1Container]:
+    """The init containers, then the containers, that ``actions`` starts in this sync."""
+    spec = pod.spec
+    init_containers = (spec.init_containers if spec else None) or []
+    containers = (spec.containers if spec else None) or []
+    return ([init_containers[index] for index in actions.init_containers_to_start]
+            + [containers[index] for index in actions.containers_to_start])
 
 
 class KubeGenericRuntimeManager:
@@ -302,6 +311,24 @@ class KubeGenericRuntimeManager:
 
         await self.containers.prune_init_containers(pod, status)
 
+        lookahead: ImageStatusLookahead | None = None
+        if actions.create_sandbox:
+            lookahead = self.containers.image_manager.look_ahead(
+                container.image or "" for container in containers_to_start(pod, actions))
+        try:
+            await self._start_sandbox_and_containers(pod, status, actions, result, pull_secrets,
+                                                     lookahead)
+        finally:
+            if lookahead is not None:
+                await lookahead.aclose()
+        return result
+
+    async def _start_sandbox_and_containers(self, pod: V1Pod, status: PodStatus,
+                                            actions: PodActions, result: PodSyncResult,
+                                            pull_secrets: Sequence[object],
+                                            lookahead: ImageStatusLookahead | None) -> None:
+        """The second half of ``SyncPod``: the sandbox when it must be (re)created, then the
+        init containers and containers ``actions`` names, in that order."""
         pod_ips = list(status.ips)
         sandbox_id = actions.sandbox_id
         sandbox_config: api_pb2.PodSandboxConfig | None = None
@@ -313,7 +340,7 @@ class KubeGenericRuntimeManager:
             except SandboxCreateError as err:
                 metrics.STARTED_PODS_ERRORS_TOTAL.inc()
                 created.fail(err, ERR_CREATE_POD_SANDBOX, err.message)
-                return result
+                return
             klog.v(4).info("Created PodSandbox for pod", podSandboxID=sandbox_id,
                            pod=pod_desc(pod))
             try:
@@ -322,7 +349,7 @@ class KubeGenericRuntimeManager:
                 klog.error("Failed to get pod sandbox status; Skipping pod", err,
                            pod=pod_desc(pod))
                 result.sync_error = err
-                return result
+                return
             if not is_host_network_pod(pod):
                 meta = pod.metadata
                 pod_ips = determine_pod_sandbox_ips(meta.namespace or "", meta.name or "",
@@ -337,7 +364,7 @@ class KubeGenericRuntimeManager:
         except Exception as err:
             configured.fail(err, ERR_CONFIG_POD_SANDBOX,
                             f'GeneratePodSandboxConfig for pod "{pod_desc(pod)}" failed: {err}')
-            return result
+            return
 
         async def start(kind: str, container: V1Container) -> bool:
             started = result.add(SyncResult(START_CONTAINER, container.name))
@@ -359,7 +386,7 @@ class KubeGenericRuntimeManager:
             metrics.STARTED_CONTAINERS_TOTAL.labels(metric_label).inc()
             try:
                 await self.containers.start(sandbox_id, config, container, pod, status,
-                                            pod_ips, pull_secrets)
+                                            pod_ips, pull_secrets, lookahead)
             except ContainerStartError as err:
                 metrics.STARTED_CONTAINERS_ERRORS_TOTAL.labels(metric_label, err.reason).inc()
                 started.fail(err, err.reason, err.message)
@@ -381,7 +408,7 @@ class KubeGenericRuntimeManager:
                 klog.v(4).info("Failed to initialize the pod, as the init container failed to "
                                "start, aborting", initContainerName=container.name,
                                pod=pod_desc(pod))
-                return result
+                return
             klog.v(4).info("Completed init container for pod", containerName=container.name,
                            pod=pod_desc(pod))
 
@@ -389,7 +416,6 @@ class KubeGenericRuntimeManager:
         containers = list((spec.containers if spec else None) or [])
         for index in actions.containers_to_start:
             await start("container", containers[index])
-        return result
 
     # --- kill and removal ---------------------------------------------------------------------
 

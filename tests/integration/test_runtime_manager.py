@@ -160,6 +160,48 @@ async def test_two_container_pod_runs_with_an_ip_from_the_pod_network(node: Node
     ("OnFailure", 0, False), ("OnFailure", 1, True),
     ("Never", 0, False), ("Never", 1, False),
 ])
+class RecordingRuntime(RemoteRuntimeService):
+    def __init__(self, endpoint: str, calls: list[str]) -> None:
+        super().__init__(endpoint)
+        self.calls = calls
+
+    async def run_pod_sandbox(self, config: api_pb2.PodSandboxConfig,
+                              runtime_handler: str = "") -> str:
+        self.calls.append("RunPodSandbox sent")
+        sandbox_id = await super().run_pod_sandbox(config, runtime_handler)
+        self.calls.append("RunPodSandbox returned")
+        return sandbox_id
+
+
+class RecordingImages(RemoteImageService):
+    def __init__(self, endpoint: str, calls: list[str]) -> None:
+        super().__init__(endpoint)
+        self.calls = calls
+
+    async def image_status(self, image: str, verbose: bool = False) -> api_pb2.Image | None:
+        self.calls.append(f"ImageStatus {image}")
+        return await super().image_status(image, verbose)
+
+
+async def test_a_new_pods_image_is_looked_up_once_while_its_sandbox_is_created(
+        node: Node) -> None:
+    calls: list[str] = []
+    runtime = RecordingRuntime(node.testbed.endpoint, calls)
+    images = RecordingImages(node.testbed.endpoint, calls)
+    node.services += [runtime, images]
+    node.manager = KubeGenericRuntimeManager(runtime, images, node.options)
+    pod = node.pod([sh("web", "sleep 3600"), sh("helper", "sleep 3600")])
+
+    result = await node.sync(pod)
+
+    assert result.error() is None, result.error()
+    assert (await node.wait_for(pod, all_running("web", "helper"), "both containers"))
+    # One read for the image both containers use, made while the runtime builds the sandbox.
+    image_reads = [call for call in calls if call.startswith("ImageStatus")]
+    assert image_reads == [f"ImageStatus {node.testbed.busybox_image}"]
+    assert calls.index(image_reads[0]) < calls.index("RunPodSandbox returned")
+
+
 async def test_restart_policy_and_exit_code_decide_restarts(
         node: Node, policy: str, exit_code: int, restarts: bool) -> None:
     # A fast back-off keeps the test short; the real 10s delay has its own test.

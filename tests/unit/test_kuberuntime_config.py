@@ -603,8 +603,23 @@ class FakeImageService:
         self.pulls: list[tuple[str, str]] = []
         self.active = 0
         self.max_active = 0
+        self.status_reads: list[str] = []
+        self.failing_reads: dict[str, int] = {}  # image: how many of its next reads fail
+        self.held_reads: set[str] = set()  # status reads of these never answer
+        self.cancelled_reads: list[str] = []
 
     async def image_status(self, image: str, verbose: bool = False) -> api_pb2.Image | None:
+        self.status_reads.append(image)
+        await asyncio.sleep(0)
+        if self.failing_reads.get(image):
+            self.failing_reads[image] -= 1
+            raise RuntimeError(f"inspect {image}: connection reset")
+        if image in self.held_reads:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled_reads.append(image)
+                raise
         ref = self.present.get(image)
         return api_pb2.Image(id=ref, size=1) if ref else None
 
@@ -659,6 +674,49 @@ async def test_image_manager_policy_and_back_off() -> None:
     with pytest.raises(ImagePullError) as err:
         await manager.ensure_image_exists(invalid, invalid.spec.containers[0])
     assert err.value.reason == "InvalidImageName"
+
+
+async def test_a_lookahead_reads_each_image_once_and_a_failed_read_again_where_it_is_used(
+        ) -> None:
+    service = FakeImageService({"app:1": "sha256:app", "flaky:1": "sha256:flaky"})
+    manager = ImageManager(service)
+    app = image_pod("app:1")
+
+    service.failing_reads = {"flaky:1": 1, "other:1": 1}
+    lookahead = manager.look_ahead(["app:1", "app:1", "Not/Valid", "flaky:1"])
+    await asyncio.sleep(0.01)
+    assert service.status_reads == ["app:1", "flaky:1"]
+
+    # Two containers of the same image: neither reads the status again.
+    for _ in range(2):
+        ensured = await manager.ensure_image_exists(app, app.spec.containers[0],
+                                                    lookahead=lookahead)
+        assert ensured.ref == "sha256:app"
+    assert service.status_reads == ["app:1", "flaky:1"]
+    # The failed read is made again where the image is needed, and that one counts.
+    flaky = image_pod("flaky:1")
+    ensured = await manager.ensure_image_exists(flaky, flaky.spec.containers[0],
+                                                lookahead=lookahead)
+    assert ensured.ref == "sha256:flaky"
+    assert service.status_reads == ["app:1", "flaky:1", "flaky:1"]
+    # An image not looked ahead is read as without a lookahead; its failure is the user's error.
+    other = image_pod("other:1")
+    with pytest.raises(ImagePullError) as err:
+        await manager.ensure_image_exists(other, other.spec.containers[0], lookahead=lookahead)
+    assert err.value.reason == "ImageInspectError"
+    assert "connection reset" in err.value.message
+    await lookahead.aclose()
+
+
+async def test_closing_a_lookahead_ends_the_reads_nobody_used() -> None:
+    service = FakeImageService({})
+    service.held_reads = {"slow:1"}
+    lookahead = ImageManager(service).look_ahead(["slow:1"])
+    await asyncio.sleep(0.01)
+
+    await lookahead.aclose()
+
+    assert service.cancelled_reads == ["slow:1"]
 
 
 async def test_pulls_are_serialised_unless_asked_otherwise() -> None:
