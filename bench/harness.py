@@ -151,16 +151,21 @@ def rss_kib(pid: int) -> int:
 # --- the runtime-side detector --------------------------------------------------------------------
 
 class RunningWatcher:
-    """Polls the runtime and remembers when each pod's container was first seen RUNNING.
+    """Polls the runtime for RUNNING containers and tells when each pod's container started.
 
     Pods are told apart by the pod-name label both pykubelet and the raw
-    baseline put on containers; a seen time is taken when the poll's answer
-    arrives, so both sides pay the same detection delay.
+    baseline put on containers. The time reported is the runtime's own
+    ``startedAt`` of the container first seen RUNNING, read once all the
+    waited-for pods are seen, so a figure carries neither the poll period nor
+    an extra CRI call made while other pods are still starting. A container
+    gone before its status is read keeps the time its poll saw it.
     """
 
     def __init__(self, runtime: RemoteRuntimeService, poll_seconds: float) -> None:
         self._runtime = runtime
         self._poll_seconds = poll_seconds
+        # pod name: (time the poll saw its container RUNNING, that container's id)
+        self._first_seen: dict[str, tuple[float, str]] = {}
         self.first_running: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -183,26 +188,44 @@ class RunningWatcher:
             for container in containers:
                 pod_name = container.labels.get(POD_NAME_LABEL)
                 if pod_name is not None:
-                    self.first_running.setdefault(pod_name, seen_at)
+                    self._first_seen.setdefault(pod_name, (seen_at, container.id))
             await asyncio.sleep(self._poll_seconds)
 
     def forget(self, pod_names: Sequence[str]) -> None:
         for name in pod_names:
+            self._first_seen.pop(name, None)
             self.first_running.pop(name, None)
+
+    async def _started_at(self, pod_name: str) -> float:
+        """When the runtime started ``pod_name``'s container, on the monotonic clock."""
+        seen_at, container_id = self._first_seen[pod_name]
+        try:
+            response = await self._runtime.container_status(container_id)
+        except Exception:
+            return seen_at
+        started_ns = response.status.started_at
+        if not started_ns:
+            return seen_at
+        # Both clocks read back to back: the wall-clock start moved onto the monotonic clock.
+        return started_ns / 1e9 - time.time() + time.monotonic()
 
     async def wait_running(self, pod_names: Sequence[str], kubelet: MeasuredProcess | None = None,
                            timeout: float = START_TIMEOUT_SECONDS) -> list[float]:
-        """The first-RUNNING times of all ``pod_names``, once every one has been seen."""
+        """When each of ``pod_names`` started running, once every one has been seen."""
         deadline = time.monotonic() + timeout
-        while not all(name in self.first_running for name in pod_names):
+        while not all(name in self._first_seen for name in pod_names):
             if self._task is not None and self._task.done():
                 self._task.result()  # the poll failed: surface its error
             check_alive(kubelet)
             if time.monotonic() > deadline:
-                missing = [n for n in pod_names if n not in self.first_running]
+                missing = [n for n in pod_names if n not in self._first_seen]
                 raise BenchmarkError(f"{len(missing)} pod(s) not RUNNING after {timeout:g}s: "
                                      f"{', '.join(missing[:5])}")
             await asyncio.sleep(self._poll_seconds / 2)
+        unread = [name for name in pod_names if name not in self.first_running]
+        for name, started in zip(unread, await asyncio.gather(
+                *(self._started_at(name) for name in unread)), strict=True):
+            self.first_running[name] = started
         return [self.first_running[name] for name in pod_names]
 
 
@@ -243,12 +266,6 @@ async def wait_pods_gone(runtime: RemoteRuntimeService, pod_names: Sequence[str]
         await asyncio.sleep(poll_seconds)
     raise BenchmarkError(f"{len(left)} pod(s) still running {timeout:g}s after their manifests "
                          f"went: {', '.join(sorted(left)[:5])}")
-
-
-async def wait_pod_gone(runtime: RemoteRuntimeService, pod_name: str, poll_seconds: float,
-                        kubelet: MeasuredProcess, timeout: float = CLEANUP_TIMEOUT_SECONDS) -> None:
-    """Until the runtime has no ready sandbox and no running container left for ``pod_name``."""
-    await wait_pods_gone(runtime, [pod_name], poll_seconds, kubelet, timeout)
 
 
 # --- raw CRI pods ---------------------------------------------------------------------------------
@@ -377,6 +394,37 @@ async def wait_all_reported_running(kubelet: PodLister, names: Sequence[str], no
             return
         await asyncio.sleep(poll_seconds)
     raise BenchmarkError("the kubelet did not report every pod Running on /pods in time")
+
+
+class StaticPodKubelet(MeasuredProcess, Protocol):
+    node_name: str
+
+    def write_pod(self, manifest: dict[str, Any], filename: str | None = None) -> Path: ...
+
+
+async def time_static_singles(runtime: RemoteRuntimeService, watcher: RunningWatcher,
+                              kubelet: StaticPodKubelet, image: str, names: Sequence[str],
+                              poll_seconds: float) -> list[float]:
+    """Static pods ``names`` written one at a time, each once the one before runs: ms from
+    writing each manifest until its container started.
+
+    The earlier pods keep running until all have started, and are then removed
+    together. Removing each before the next would have the next start while
+    the runtime still tears the last one down (its network goes after its
+    sandbox is no longer ready), which the raw floor's starts never meet.
+    """
+    node = kubelet.node_name
+    paths: list[Path] = []
+    singles: list[float] = []
+    for name in names:
+        started = time.monotonic()
+        paths.append(kubelet.write_pod(pod_manifest(name, image)))
+        (running_at,) = await watcher.wait_running([f"{name}-{node}"], kubelet)
+        singles.append((running_at - started) * 1000)
+    for path in paths:
+        path.unlink()
+    await wait_pods_gone(runtime, [f"{name}-{node}" for name in names], poll_seconds, kubelet)
+    return singles
 
 
 @dataclass

@@ -38,6 +38,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.harness import remove_all_sandboxes  # noqa: E402
 from pykubelet.api import pod_from_dict  # noqa: E402
 from pykubelet.cm import CgroupManager, ContainerManager, NodeConfig  # noqa: E402
 from pykubelet.cm.cgroups import parse_cgroupfs_name  # noqa: E402
@@ -168,8 +169,7 @@ class Bench:
         return results
 
     async def close(self) -> None:
-        for uid in {p.id for p in await self.runtime.get_pods(all_pods=True)}:
-            await self.runtime.remove_pod(uid)
+        await remove_all_sandboxes(self.runtime_service)
         await self.runtime_service.close()
         await self.image_service.close()
         await asyncio.to_thread(CgroupManager().destroy, parse_cgroupfs_name(self.root))
