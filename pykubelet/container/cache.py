@@ -17,7 +17,9 @@ A reader that must not wait a whole relist period (a pod worker moving a pod
 to terminating: the user is waiting for the kill) asks for a refresh; the
 writer registers what that does (``set_refresher``: the PLEG relists at once).
 This is the latency upstream's pod worker loop notes as a to-do (about a
-second on every sync -> terminating -> terminated transition).
+second on every sync -> terminating -> terminated transition). A reader that
+has just changed the runtime can ask for that refresh without waiting on it
+(``request_refresh``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ class PodCache:
         """What ``get_newer_than(..., refresh=True)`` calls when it has to wait."""
         self._refresher = refresher
 
+    def request_refresh(self) -> None:
+        """Ask the writer for a fresh look at the runtime now, without waiting for it."""
+        if self._refresher is not None:
+            self._refresher()
+
     @property
     def timestamp(self) -> float | None:
         """How fresh the whole cache is: the start time of the last completed relist."""
@@ -89,8 +96,8 @@ class PodCache:
         loop = asyncio.get_running_loop()
         waiter = _Waiter(min_time, loop.create_future())
         self._waiters.setdefault(uid, []).append(waiter)
-        if refresh and self._refresher is not None:
-            self._refresher()  # after subscribing: a refresh may complete before we await
+        if refresh:
+            self.request_refresh()  # after subscribing: a refresh may complete before we await
         try:
             entry = await waiter.future
         finally:

@@ -634,6 +634,7 @@ class PodWorkers:
 
     async def _worker_loop(self, uid: str, signal: _WorkerSignal) -> None:
         last_sync_time = -math.inf
+        synced_once = False
         while await signal.next():
             work = self._start_pod_sync(uid)
             if work is None:
@@ -686,6 +687,14 @@ class PodWorkers:
                     is_terminal = await self._interruptible(status, self._syncer.sync_pod(
                         update.update_type, pod, update.mirror_pod, pod_status))
                 last_sync_time = self._clock()
+                if work_type == PodWorkerState.SYNC and not synced_once:
+                    # The first sync that went through started the pod's sandbox and
+                    # containers; the status that reports them running needs the PLEG
+                    # to see them. Asked now, after last_sync_time is taken (so that
+                    # look counts as newer), it reports the pod Running as soon as its
+                    # containers run instead of up to a relist period later.
+                    synced_once = True
+                    self._cache.request_refresh()
             except _SyncInterrupted as err:
                 interrupted, error = True, err
                 last_sync_time = self._clock()

@@ -181,6 +181,15 @@ def update(pod: V1Pod, kind: SyncPodType = SyncPodType.UPDATE, **kwargs: Any) ->
     return UpdatePodOptions(update_type=kind, pod=pod, **kwargs)
 
 
+async def start_and_sync_again(workers: PodWorkers, syncer: FakeSyncer, uid: str) -> None:
+    """A new pod synced, then synced again on the fresh look its first sync asks for: from
+    here on its syncs wait for relists."""
+    workers.update_pod(update(make_pod(uid), SyncPodType.CREATE))
+    await until(lambda: len(syncer.calls("sync_pod_end", uid)) == 1)
+    workers.update_pod(update(make_pod(uid)))
+    await until(lambda: len(syncer.calls("sync_pod_end", uid)) == 2)
+
+
 async def test_updates_are_serialised_and_coalesced(workers: PodWorkers,
                                                     syncer: FakeSyncer) -> None:
     gate = syncer.gates["a"] = asyncio.Event()
@@ -384,17 +393,17 @@ async def test_a_kill_asks_for_fresh_state_instead_of_waiting_a_relist_period(
         requested_relists: list[float]) -> None:
     workers, refreshes = relist_workers, requested_relists
     cache.update_time(time.monotonic())
-    for uid in ("a", "b"):
-        workers.update_pod(update(make_pod(uid), SyncPodType.CREATE))
-        await until(lambda uid=uid: len(syncer.calls("sync_pod_end", uid)) == 1)
+    for uid in ("b", "a"):  # a last: no look asked for by b's start is newer than a's sync
+        await start_and_sync_again(workers, syncer, uid)
+    asked_by_starts = len(refreshes)
 
     workers.update_pod(update(make_pod("a", "v2")))
     await settle()
     # An update still waits for the PLEG's next relist.
-    assert refreshes == [] and len(syncer.calls("sync_pod", "a")) == 1
+    assert len(refreshes) == asked_by_starts and len(syncer.calls("sync_pod", "a")) == 2
     workers.update_pod(update(make_pod("b"), SyncPodType.KILL))
     await until(lambda: len(syncer.calls("sync_terminating_pod", "b")) == 1)
-    assert refreshes
+    assert len(refreshes) > asked_by_starts
 
 
 async def test_a_kill_does_not_wait_behind_a_sync_waiting_for_the_next_relist(
@@ -402,17 +411,41 @@ async def test_a_kill_does_not_wait_behind_a_sync_waiting_for_the_next_relist(
         requested_relists: list[float]) -> None:
     workers, refreshes = relist_workers, requested_relists
     cache.update_time(time.monotonic())
-    workers.update_pod(update(make_pod("a"), SyncPodType.CREATE))
-    await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 1)
+    await start_and_sync_again(workers, syncer, "a")
+    asked_by_start = len(refreshes)
     # A PLEG event's sync: it waits for a relist newer than the last sync (none comes).
     workers.update_pod(update(make_pod("a")))
     await settle()
-    assert len(syncer.calls("sync_pod", "a")) == 1 and refreshes == []
+    assert len(syncer.calls("sync_pod", "a")) == 2 and len(refreshes) == asked_by_start
 
     workers.update_pod(update(make_pod("a"), SyncPodType.KILL))
     await until(lambda: len(syncer.calls("sync_terminating_pod", "a")) == 1, timeout=0.5)
     # The waiting sync never ran: the kill went first, on freshly asked-for state.
-    assert len(syncer.calls("sync_pod", "a")) == 1 and refreshes
+    assert len(syncer.calls("sync_pod", "a")) == 2 and len(refreshes) > asked_by_start
+
+
+async def test_a_new_pods_first_sync_asks_for_a_fresh_look_that_its_next_sync_can_use(
+        relist_workers: PodWorkers, syncer: FakeSyncer, cache: PodCache,
+        requested_relists: list[float]) -> None:
+    workers, refreshes = relist_workers, requested_relists
+    cache.update_time(time.monotonic())
+    syncs_ended_when_asked: list[int] = []
+    cache.set_refresher(lambda: (syncs_ended_when_asked.append(
+        len(syncer.calls("sync_pod_end", "a"))), cache.update_time(time.monotonic())))
+
+    workers.update_pod(update(make_pod("a"), SyncPodType.CREATE))
+    await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 1)
+    await settle()
+    # Asked once, after the sync that started the pod ended.
+    assert syncs_ended_when_asked == [1]
+    # The PLEG event for the containers it started: that look is newer than the sync.
+    workers.update_pod(update(make_pod("a")))
+    await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 2, timeout=0.5)
+    # Later syncs wait for the PLEG's own relists, as upstream's do.
+    workers.update_pod(update(make_pod("a")))
+    await settle()
+    assert len(syncer.calls("sync_pod", "a")) == 2 and syncs_ended_when_asked == [1]
+    assert refreshes == []
 
 
 async def test_deletion_grace_period_only_shrinks(workers: PodWorkers,
