@@ -143,6 +143,14 @@ class PodLifecycleEvent:
     data: str = ""
 
 
+# The actions of a pod sync, spelled as upstream's kubecontainer reports them.
+START_CONTAINER = "StartContainer"
+KILL_CONTAINER = "KillContainer"
+CREATE_POD_SANDBOX = "CreatePodSandbox"
+CONFIG_POD_SANDBOX = "ConfigPodSandbox"
+KILL_POD_SANDBOX = "KillPodSandbox"
+
+
 @dataclass
 class SyncResult:
     """The outcome of one action of a pod sync (start, kill, pull...) on one target."""

@@ -30,6 +30,7 @@ from kubernetes_asyncio.client import (
 )
 
 from pykubelet.container import (
+    KILL_CONTAINER,
     ContainerID,
     ContainerState,
     ContainerStatus,
@@ -64,13 +65,7 @@ from pykubelet.kuberuntime.logs import pod_logs_directory
 from pykubelet.logs import remove_container_logs
 from pykubelet.util import klog
 
-# Sync actions and the reasons of their failures, spelled as upstream reports them.
-START_CONTAINER = "StartContainer"
-KILL_CONTAINER = "KillContainer"
-CREATE_POD_SANDBOX = "CreatePodSandbox"
-CONFIG_POD_SANDBOX = "ConfigPodSandbox"
-KILL_POD_SANDBOX = "KillPodSandbox"
-
+# The reasons of failed sync actions, spelled as upstream reports them.
 ERR_KILL_CONTAINER = "KillContainerError"
 ERR_CREATE_POD_SANDBOX = "CreatePodSandboxError"
 ERR_CONFIG_POD_SANDBOX = "ConfigPodSandboxError"
@@ -582,9 +577,7 @@ def _cri_message(err: BaseException) -> str:
 
 
 __all__ = [
-    "CONFIG_POD_SANDBOX",
     "CRASH_LOOP_BACK_OFF",
-    "CREATE_POD_SANDBOX",
     "ERR_CONFIG_POD_SANDBOX",
     "ERR_CREATE_CONTAINER",
     "ERR_CREATE_CONTAINER_CONFIG",
@@ -594,10 +587,7 @@ __all__ = [
     "ERR_POST_START_HOOK",
     "ERR_PRE_START_HOOK",
     "ERR_RUN_CONTAINER",
-    "KILL_CONTAINER",
-    "KILL_POD_SANDBOX",
     "MINIMUM_GRACE_PERIOD_SECONDS",
-    "START_CONTAINER",
     "ContainerStartError",
     "LifecycleHandlerRunner",
     "PodContainers",

@@ -24,6 +24,11 @@ from kubernetes_asyncio.client import V1Container, V1Pod
 
 from pykubelet import metrics
 from pykubelet.container import (
+    CONFIG_POD_SANDBOX,
+    CREATE_POD_SANDBOX,
+    KILL_CONTAINER,
+    KILL_POD_SANDBOX,
+    START_CONTAINER,
     Container,
     ContainerID,
     Pod,
@@ -53,15 +58,10 @@ from pykubelet.kuberuntime.actions import (
     pod_desc,
 )
 from pykubelet.kuberuntime.container import (
-    CONFIG_POD_SANDBOX,
-    CREATE_POD_SANDBOX,
     ERR_CONFIG_POD_SANDBOX,
     ERR_CREATE_POD_SANDBOX,
     ERR_KILL_CONTAINER,
     ERR_KILL_POD_SANDBOX,
-    KILL_CONTAINER,
-    KILL_POD_SANDBOX,
-    START_CONTAINER,
     ContainerStartError,
     LifecycleHandlerRunner,
     PodContainers,

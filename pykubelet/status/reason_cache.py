@@ -14,12 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from pykubelet.container import PodSyncResult
-
-# The sync action whose failures explain a container's waiting state; the
-# runtime manager records container starts (and the image pulls they trigger)
-# under this action, as upstream's kubecontainer.StartContainer.
-START_CONTAINER_ACTION = "StartContainer"
+from pykubelet.container import START_CONTAINER, PodSyncResult
 
 DEFAULT_CAPACITY = 1000
 
@@ -47,7 +42,7 @@ class ReasonCache:
     def update(self, uid: str, result: PodSyncResult) -> None:
         """Record the container-start outcomes of one pod sync: failures in, successes out."""
         for action in result.results:
-            if action.action != START_CONTAINER_ACTION:
+            if action.action != START_CONTAINER:
                 continue
             if action.error is not None:
                 reason = action.reason or type(action.error).__name__

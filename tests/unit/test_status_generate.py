@@ -11,6 +11,7 @@ from kubernetes_asyncio.client import V1Pod, V1PodCondition, V1PodStatus
 
 from pykubelet.api import pod_from_dict
 from pykubelet.container import (
+    START_CONTAINER,
     ContainerID,
     ContainerState,
     ContainerStatus,
@@ -19,7 +20,7 @@ from pykubelet.container import (
     SyncResult,
 )
 from pykubelet.status.generate import generate_api_pod_status, get_phase
-from pykubelet.status.reason_cache import START_CONTAINER_ACTION, ReasonCache
+from pykubelet.status.reason_cache import ReasonCache
 
 UID = "8d9a3c4e-0000-4000-8000-000000000001"
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -89,7 +90,7 @@ def container(status: V1PodStatus, name: str, init: bool = False) -> Any:
 def start_failure(container_name: str, reason: str, message: str) -> ReasonCache:
     cache = ReasonCache()
     result = PodSyncResult()
-    result.add(SyncResult(START_CONTAINER_ACTION, container_name)).fail(
+    result.add(SyncResult(START_CONTAINER, container_name)).fail(
         RuntimeError(message), reason, message)
     cache.update(UID, result)
     return cache
@@ -208,7 +209,7 @@ def test_crash_loop_back_off_shows_waiting_reason_and_last_run() -> None:
 def test_successful_start_clears_the_waiting_reason() -> None:
     reasons = start_failure("app", "CrashLoopBackOff", "back-off 10s")
     success = PodSyncResult()
-    success.add(SyncResult(START_CONTAINER_ACTION, "app"))
+    success.add(SyncResult(START_CONTAINER, "app"))
     reasons.update(UID, success)
 
     status = generate(make_pod(), runtime(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pykubelet.container import PodSyncResult, SyncResult
-from pykubelet.status.reason_cache import START_CONTAINER_ACTION, ReasonCache, ReasonInfo
+from pykubelet.container import START_CONTAINER, PodSyncResult, SyncResult
+from pykubelet.status.reason_cache import ReasonCache, ReasonInfo
 
 
 def sync_result(*outcomes: tuple[str, str, str | None]) -> PodSyncResult:
@@ -18,19 +18,19 @@ def sync_result(*outcomes: tuple[str, str, str | None]) -> PodSyncResult:
 
 def test_start_failures_are_remembered_and_successes_forget_them() -> None:
     cache = ReasonCache()
-    cache.update("pod-a", sync_result((START_CONTAINER_ACTION, "app", "ImagePullBackOff"),
-                                      (START_CONTAINER_ACTION, "db", None)))
+    cache.update("pod-a", sync_result((START_CONTAINER, "app", "ImagePullBackOff"),
+                                      (START_CONTAINER, "db", None)))
     assert cache.get("pod-a", "app") == ReasonInfo("ImagePullBackOff", "ImagePullBackOff happened")
     assert cache.get("pod-a", "db") is None
     assert cache.get("pod-b", "app") is None
 
-    cache.update("pod-a", sync_result((START_CONTAINER_ACTION, "app", None)))
+    cache.update("pod-a", sync_result((START_CONTAINER, "app", None)))
     assert cache.get("pod-a", "app") is None
 
 
 def test_other_actions_do_not_touch_the_cache() -> None:
     cache = ReasonCache()
-    cache.update("pod-a", sync_result((START_CONTAINER_ACTION, "app", "RunContainerError")))
+    cache.update("pod-a", sync_result((START_CONTAINER, "app", "RunContainerError")))
     cache.update("pod-a", sync_result(("KillContainer", "app", "KillError"),
                                       ("KillContainer", "app", None)))
     assert cache.get("pod-a", "app") == ReasonInfo("RunContainerError",
