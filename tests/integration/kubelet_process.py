@@ -211,6 +211,17 @@ class KubeletProcess:
             lambda: (s := self.status(name)).get("phase") == phase and s, timeout,
             f"pod {name} phase {phase}"))
 
+    def wait_log_lines(self, name: str, container: str, count: int,
+                       timeout: float = 30) -> None:
+        """Until the runtime's log files of static pod ``name``'s ``container`` hold ``count``
+        lines: what a test of log reading needs written first (Running comes sooner)."""
+        pattern = f"default_{name}-{self.node_name}_*/{container}/*.log"
+
+        def written() -> bool:
+            return sum(len(path.read_bytes().splitlines())
+                       for path in self.logs_dir.glob(pattern)) >= count
+        self.wait_for(written, timeout, f"{count} log lines of {name}/{container}")
+
 
 def busybox_pod(name: str, containers: list[dict[str, Any]], image: str,
                 **spec: Any) -> dict[str, Any]:

@@ -109,6 +109,7 @@ def node(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     try:
         kubelet.wait_phase("talker", "Running")
         kubelet.wait_phase("httpd", "Running")
+        kubelet.wait_log_lines("talker", "c", 6)  # the tail tests ask for 4
         yield Node(kubelet, admin, stranger, kubelet.cert_dir / "kubelet.crt")
     finally:
         kubelet.stop()

@@ -252,6 +252,7 @@ def proxied(control_plane: ControlPlane, testbed: Testbed,
     try:
         kubelet.wait_phase("talker", "Running")
         kubelet.wait_phase("httpd", "Running")
+        kubelet.wait_log_lines("talker", "c", 4)  # the tail test asks for 3
         for obj in objects:
             control_plane.kubectl("create", "-f", "-", input=json.dumps(obj))
         # No kubelet reports these pods' status in this standalone run; kubectl

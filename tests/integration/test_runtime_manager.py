@@ -155,11 +155,6 @@ async def test_two_container_pod_runs_with_an_ip_from_the_pod_network(node: Node
     assert (log_dir / "web" / "0.log").exists()
 
 
-@pytest.mark.parametrize(("policy", "exit_code", "restarts"), [
-    ("Always", 0, True), ("Always", 1, True),
-    ("OnFailure", 0, False), ("OnFailure", 1, True),
-    ("Never", 0, False), ("Never", 1, False),
-])
 class RecordingRuntime(RemoteRuntimeService):
     def __init__(self, endpoint: str, calls: list[str]) -> None:
         super().__init__(endpoint)
@@ -202,6 +197,11 @@ async def test_a_new_pods_image_is_looked_up_once_while_its_sandbox_is_created(
     assert calls.index(image_reads[0]) < calls.index("RunPodSandbox returned")
 
 
+@pytest.mark.parametrize(("policy", "exit_code", "restarts"), [
+    ("Always", 0, True), ("Always", 1, True),
+    ("OnFailure", 0, False), ("OnFailure", 1, True),
+    ("Never", 0, False), ("Never", 1, False),
+])
 async def test_restart_policy_and_exit_code_decide_restarts(
         node: Node, policy: str, exit_code: int, restarts: bool) -> None:
     # A fast back-off keeps the test short; the real 10s delay has its own test.
