@@ -66,11 +66,10 @@ class StaticPodFileSource:
         self._updates = updates
         self._check_frequency = check_frequency
         self._pods_by_file: dict[str, V1Pod] = {}
-        # Manifests that failed to decode: content digest and error, until the content changes.
-        self._failed: dict[str, tuple[bytes, str]] = {}
-        # The last good decode of each manifest, by content digest: a file read again unchanged
-        # (the write and close events of one save, every periodic re-read) is not decoded again.
-        self._decoded: dict[str, tuple[bytes, V1Pod]] = {}
+        # The last decode of each manifest, by content digest: its pod, or why it failed. A
+        # file read again unchanged (the write and close events of one save, every periodic
+        # re-read) is not decoded again.
+        self._decoded: dict[str, tuple[bytes, V1Pod | str]] = {}
         self._reading = asyncio.Lock()
         self._stop = asyncio.Event()
 
@@ -109,7 +108,6 @@ class StaticPodFileSource:
         except FileNotFoundError:
             klog.error("Unable to read config path", "path does not exist, ignoring",
                        path=self._path)
-            self._failed.clear()
             self._decoded.clear()
             return {}
         except OSError as err:
@@ -118,8 +116,6 @@ class StaticPodFileSource:
         if stat.S_ISDIR(info.st_mode):
             pods: dict[str, V1Pod] = {}
             entries = self._directory_entries()
-            for gone in set(self._failed) - set(entries):
-                del self._failed[gone]
             for gone in set(self._decoded) - set(entries):
                 del self._decoded[gone]
             for entry in entries:
@@ -173,15 +169,15 @@ class StaticPodFileSource:
                 data = manifest.read(MAX_DOCUMENT_BYTES + 1)
         except OSError as err:
             reason = str(err)
+            self._decoded.pop(path, None)
         else:
             digest = hashlib.sha256(data).digest()
-            decoded = self._decoded.get(path)
-            if decoded is not None and decoded[0] == digest:
-                return decoded[1]
-            failed = self._failed.get(path)
-            if failed is not None and failed[0] == digest:
+            previous = self._decoded.get(path)
+            if previous is not None and previous[0] == digest:
+                if not isinstance(previous[1], str):
+                    return previous[1]
                 # Unchanged since it last failed: the same error, without decoding it again.
-                reason = failed[1]
+                reason = previous[1]
             else:
                 try:
                     pod = decode_static_pod(data, node_name=self._node_name,
@@ -191,11 +187,9 @@ class StaticPodFileSource:
                 except Exception as err:  # a decoder bug must not stop the source
                     reason = f"unexpected decoding failure: {err!r}"
                 else:
-                    self._failed.pop(path, None)
                     self._decoded[path] = (digest, pod)
                     return pod
-                self._failed[path] = (digest, reason)
-        self._decoded.pop(path, None)
+                self._decoded[path] = (digest, reason)
         if log_errors:
             klog.error("Can't process manifest file", reason, path=path)
         return None
