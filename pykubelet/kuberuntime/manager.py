@@ -127,13 +127,14 @@ class RuntimeManagerOptions:
         return os.path.join(self.root_dir, "pods", uid)
 
 
-def containers_to_start(pod: V1Pod, actions: PodActions) -> list[V1Container]:
-    """The init containers, then the containers, that ``actions`` starts in this sync."""
+def containers_to_start(pod: V1Pod, actions: PodActions
+                        ) -> tuple[list[V1Container], list[V1Container]]:
+    """The init containers and the containers that ``actions`` starts in this sync."""
     spec = pod.spec
     init_containers = (spec.init_containers if spec else None) or []
     containers = (spec.containers if spec else None) or []
-    return ([init_containers[index] for index in actions.init_containers_to_start]
-            + [containers[index] for index in actions.containers_to_start])
+    return ([init_containers[index] for index in actions.init_containers_to_start],
+            [containers[index] for index in actions.containers_to_start])
 
 
 class KubeGenericRuntimeManager:
@@ -311,13 +312,14 @@ class KubeGenericRuntimeManager:
 
         await self.containers.prune_init_containers(pod, status)
 
+        init_containers, containers = containers_to_start(pod, actions)
         lookahead: ImageStatusLookahead | None = None
         if actions.create_sandbox:
             lookahead = self.containers.image_manager.look_ahead(
-                container.image or "" for container in containers_to_start(pod, actions))
+                container.image or "" for container in init_containers + containers)
         try:
             await self._start_sandbox_and_containers(pod, status, actions, result, pull_secrets,
-                                                     lookahead)
+                                                     init_containers, containers, lookahead)
         finally:
             if lookahead is not None:
                 await lookahead.aclose()
@@ -326,9 +328,11 @@ class KubeGenericRuntimeManager:
     async def _start_sandbox_and_containers(self, pod: V1Pod, status: PodStatus,
                                             actions: PodActions, result: PodSyncResult,
                                             pull_secrets: Sequence[object],
+                                            init_containers: Sequence[V1Container],
+                                            containers: Sequence[V1Container],
                                             lookahead: ImageStatusLookahead | None) -> None:
-        """The second half of ``SyncPod``: the sandbox when it must be (re)created, then the
-        init containers and containers ``actions`` names, in that order."""
+        """The second half of ``SyncPod``: the sandbox when it must be (re)created, then
+        ``init_containers`` and ``containers`` (those ``actions`` starts), in that order."""
         pod_ips = list(status.ips)
         sandbox_id = actions.sandbox_id
         sandbox_config: api_pb2.PodSandboxConfig | None = None
@@ -395,10 +399,7 @@ class KubeGenericRuntimeManager:
                 return False
             return True
 
-        spec = pod.spec
-        init_containers = list((spec.init_containers if spec else None) or [])
-        for index in actions.init_containers_to_start:
-            container = init_containers[index]
+        for container in init_containers:
             if not await start("init container", container):
                 if is_restartable_init_container(container):
                     klog.v(4).info("Failed to start the restartable init container for the pod, "
@@ -413,9 +414,8 @@ class KubeGenericRuntimeManager:
                            pod=pod_desc(pod))
 
         # Ephemeral containers (kubectl debug) need the API server; static pods have none.
-        containers = list((spec.containers if spec else None) or [])
-        for index in actions.containers_to_start:
-            await start("container", containers[index])
+        for container in containers:
+            await start("container", container)
 
     # --- kill and removal ---------------------------------------------------------------------
 
