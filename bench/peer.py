@@ -11,9 +11,9 @@ pods it does not know).
 What each kubelet goes through in a round, on a fresh root directory:
 
 1. process start until ``/healthz`` answers ``ok`` (polled every ``--poll-ms``);
-2. one pod, manifest written until its container is seen RUNNING, ``--runs``
-   times (plus a first, cold run left out), the manifest removed and the pod
-   gone between runs;
+2. one pod, manifest written until its container started, ``--runs`` times
+   (plus a first, cold run left out), each once the one before runs; the
+   earlier pods keep running until the last has started, then all are removed;
 3. ``--pods`` manifests written at once until every container is RUNNING,
    then (once ``/pods`` shows them Running) all removed at once until the
    runtime has no running container and no ready sandbox of theirs left; then
@@ -665,12 +665,15 @@ async def measure_cluster_side(api: client.CoreV1Api, runtime: RemoteRuntimeServ
             return ((running_at - sent) * 1000, (answered - sent) * 1000,
                     (container_at - sent) * 1000)
 
-        async def delete(names: Sequence[str]) -> None:
+        async def delete(names: Sequence[str]) -> tuple[float, float]:
+            """Deletes the pods through the API until the runtime has none of them running or
+            ready; when the API had answered every delete, and when they were gone."""
             # No grace period given: the pods' own (0) applies, so the API forgets them at
             # once and the kubelet stops them (2 s minimum) once its watch says so.
             await asyncio.gather(*(api.delete_namespaced_pod(name, namespace)
                                    for name in names))
-            await wait_pods_gone(runtime, names, poll_seconds, kubelet)
+            answered = time.monotonic()
+            return answered, await wait_pods_gone(runtime, names, poll_seconds, kubelet)
 
         # One pod at a time, the earlier ones left running (as with static pods, so that no
         # start overlaps the runtime's teardown of the pod before); the first is left out.
@@ -702,9 +705,8 @@ async def measure_cluster_side(api: client.CoreV1Api, runtime: RemoteRuntimeServ
         figures.rss_mib.append(idle.rss_max_kib / 1024)
 
         started = time.monotonic()
-        await asyncio.gather(*(api.delete_namespaced_pod(name, namespace) for name in names))
-        floor.many_delete_ms.append((time.monotonic() - started) * 1000)
-        gone_at = await wait_pods_gone(runtime, names, poll_seconds, kubelet)
+        answered, gone_at = await delete(names)
+        floor.many_delete_ms.append((answered - started) * 1000)
         figures.delete_ms.append((gone_at - started) * 1000)
         await watcher.wait_gone(names)  # long gone from the API: grace 0 removes them at once
     finally:
