@@ -55,6 +55,11 @@ KUBELET_CONFIG: dict[str, Any] = {"syncFrequency": "1m", "fileCheckFrequency": "
 KUBELET_ARGS = ["--v=2"]
 
 START_TIMEOUT_SECONDS = 120.0
+# Between single-pod runs: a kubelet's work for a pod goes on after its container
+# started (status writes, events, the relist that reports it Running), and each
+# kubelet does it at another time (pykubelet at once, the Go kubelet 1.20 at its
+# next relist, up to 1 s later). A run started in that wake would measure it too.
+SINGLE_RUN_PAUSE_SECONDS = 1.0
 CLEANUP_TIMEOUT_SECONDS = 60.0
 RSS_SAMPLE_SECONDS = 0.5
 SLEEP_COMMAND = ["sh", "-c", "sleep 3600"]
@@ -244,9 +249,12 @@ def check_alive(kubelet: MeasuredProcess | None) -> None:
 
 async def wait_pods_gone(runtime: RemoteRuntimeService, pod_names: Sequence[str],
                          poll_seconds: float, kubelet: MeasuredProcess | None,
-                         timeout: float = CLEANUP_TIMEOUT_SECONDS) -> float:
+                         timeout: float = CLEANUP_TIMEOUT_SECONDS,
+                         exited: dict[str, float] | None = None) -> float:
     """Until the runtime has no ready sandbox and no running container left for any of
-    ``pod_names``; the time (monotonic) of the poll that first saw none."""
+    ``pod_names``; the time (monotonic) of the poll that first saw none. ``exited``
+    gets, for each pod, the time of the poll that first saw none of its containers
+    running."""
     wanted = set(pod_names)
     ready = api_pb2.PodSandboxFilter(
         state=api_pb2.PodSandboxStateValue(state=api_pb2.SANDBOX_READY))
@@ -259,8 +267,11 @@ async def wait_pods_gone(runtime: RemoteRuntimeService, pod_names: Sequence[str]
         sandboxes, containers = await asyncio.gather(runtime.list_pod_sandboxes(ready),
                                                      runtime.list_containers(running))
         seen_at = time.monotonic()
-        left = wanted & ({s.labels.get(POD_NAME_LABEL, "") for s in sandboxes}
-                         | {c.labels.get(POD_NAME_LABEL, "") for c in containers})
+        with_running = {c.labels.get(POD_NAME_LABEL, "") for c in containers}
+        if exited is not None:
+            for name in wanted - with_running:
+                exited.setdefault(name, seen_at)
+        left = wanted & ({s.labels.get(POD_NAME_LABEL, "") for s in sandboxes} | with_running)
         if not left:
             return seen_at
         await asyncio.sleep(poll_seconds)
@@ -405,8 +416,8 @@ class StaticPodKubelet(MeasuredProcess, Protocol):
 async def time_static_singles(runtime: RemoteRuntimeService, watcher: RunningWatcher,
                               kubelet: StaticPodKubelet, image: str, names: Sequence[str],
                               poll_seconds: float) -> list[float]:
-    """Static pods ``names`` written one at a time, each once the one before runs: ms from
-    writing each manifest until its container started.
+    """Static pods ``names`` written one at a time, each ``SINGLE_RUN_PAUSE_SECONDS``
+    after the one before runs: ms from writing each manifest until its container started.
 
     The earlier pods keep running until all have started, and are then removed
     together. Removing each before the next would have the next start while
@@ -416,7 +427,9 @@ async def time_static_singles(runtime: RemoteRuntimeService, watcher: RunningWat
     node = kubelet.node_name
     paths: list[Path] = []
     singles: list[float] = []
-    for name in names:
+    for index, name in enumerate(names):
+        if index:
+            await asyncio.sleep(SINGLE_RUN_PAUSE_SECONDS)
         started = time.monotonic()
         paths.append(kubelet.write_pod(pod_manifest(name, image)))
         (running_at,) = await watcher.wait_running([f"{name}-{node}"], kubelet)

@@ -12,14 +12,19 @@ What each kubelet goes through in a round, on a fresh root directory:
 
 1. process start until ``/healthz`` answers ``ok`` (polled every ``--poll-ms``);
 2. one pod, manifest written until its container started, ``--runs`` times
-   (plus a first, cold run left out), each once the one before runs; the
-   earlier pods keep running until the last has started, then all are removed;
+   (plus a first, cold run left out), each a second after the one before runs
+   (so that no start meets the wake of the one before: the status writes,
+   events and relist each kubelet does at its own time once a container
+   started); the earlier pods keep running until the last has started, then
+   all are removed;
 3. ``--pods`` manifests written at once until every container is RUNNING,
    then (once ``/pods`` shows them Running) all removed at once until the
-   runtime has no running container and no ready sandbox of theirs left; then
-   the same with ``--pods`` pods whose shell exits on SIGTERM, as most servers
-   do, so that the deletion measures the kubelet's own teardown rather than
-   the grace period (the raw floor stops them with the same calls);
+   runtime has no running container and no ready sandbox of theirs left
+   (counting the pods whose container was gone within the 2 s grace period,
+   which a kubelet that waits it out never kills so soon); then the same with
+   ``--pods`` pods whose shell exits on SIGTERM, as most servers do, so that
+   the deletion measures the kubelet's own teardown rather than the grace
+   period (the raw floor stops them with the same calls);
 4. ``--idle-pods`` pods running, CPU (user+system, all threads) over
    ``--idle-seconds`` and RSS, after ``--settle-seconds``.
 
@@ -45,8 +50,9 @@ certificate (``system:node:NAME``) and the same settings as above, plus the
 host's address as ``--node-ip`` for both. Through the API, as a user sees it
 (pods bound with ``spec.nodeName``, so the scheduler is not measured):
 process start until the Node is Ready; one pod, API create until an admin
-watch shows ``phase: Running`` (``--runs`` times after a cold one); ``--pods``
-pods created at once until all are Running; their CPU and RSS over
+watch shows ``phase: Running`` (``--runs`` times after a cold one, each a
+second after the one before was Running); ``--pods`` pods created at once
+until all are Running; their CPU and RSS over
 ``--idle-seconds``; then all deleted through the API (their own grace period,
 0, so the API forgets them at once) until the runtime has no running
 container and no ready sandbox of theirs. The API calls' own round trips are
@@ -88,6 +94,7 @@ from bench.cluster_pod_startup import pod_manifest as pod_for_node  # noqa: E402
 from bench.harness import (  # noqa: E402
     KUBELET_ARGS,
     KUBELET_CONFIG,
+    SINGLE_RUN_PAUSE_SECONDS,
     START_TIMEOUT_SECONDS,
     TERM_EXITING_COMMAND,
     BenchmarkError,
@@ -109,6 +116,7 @@ from bench.harness import (  # noqa: E402
     wait_pods_gone,
 )
 from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
+from pykubelet.kuberuntime.container import MINIMUM_GRACE_PERIOD_SECONDS  # noqa: E402
 from tests.controlplane import ControlPlane, ControlPlaneError, go_kubelet_binary  # noqa: E402
 from tests.integration.kubelet_process import KubeletProcess  # noqa: E402
 from tests.testbed import Testbed  # noqa: E402
@@ -267,6 +275,10 @@ class KubeletFigures:
     single_p50_ms: list[float] = field(default_factory=list)
     many_ms: list[float] = field(default_factory=list)
     delete_ms: list[float] = field(default_factory=list)
+    # Of the pods deleted (whose sleep ignores SIGTERM), how many had no running
+    # container within MINIMUM_GRACE_PERIOD_SECONDS of their deletion: a kubelet that
+    # honours the grace period cannot have killed any so soon.
+    killed_early: list[float] = field(default_factory=list)
     idle_cpu_percent: list[float] = field(default_factory=list)
     rss_mib: list[float] = field(default_factory=list)
 
@@ -361,6 +373,13 @@ def mib(value: float) -> str:
     return f"{value:.0f} MiB"
 
 
+GRACE = f"{MINIMUM_GRACE_PERIOD_SECONDS} s grace"
+
+
+def count(value: float) -> str:
+    return f"{value:.0f}"
+
+
 def in_seconds(values: Sequence[float]) -> list[float]:
     return [value / 1000 for value in values]
 
@@ -398,7 +417,8 @@ def render(results: Results) -> str:
          spread(in_seconds(py.delete_ms), secs),
          spread(in_seconds(go.delete_ms), secs), ratio(py.delete_ms, go.delete_ms),
          f"{spread(in_seconds(raw.delete_ms), secs)} concurrent"),
-        ("", "", "", "", "(2 s grace minimum)"),
+        (f"  of the {results.pods}, killed within {GRACE}", spread(py.killed_early, count),
+         spread(go.killed_early, count), "", f"({GRACE} minimum)"),
         (f"delete {results.pods} pods exiting on SIGTERM",
          spread(in_seconds(py.delete_term_ms), secs),
          spread(in_seconds(go.delete_term_ms), secs), ratio(py.delete_term_ms, go.delete_term_ms),
@@ -448,7 +468,8 @@ def render_cluster(results: Results) -> list[str]:
          spread(in_seconds(py.delete_ms), secs), spread(in_seconds(go.delete_ms), secs),
          ratio(py.delete_ms, go.delete_ms),
          f"{spread(in_seconds(api.many_delete_ms), secs)} {pods} API deletes"),
-        ("", "", "", "", "(2 s grace minimum)"),
+        (f"  of the {pods}, killed within {GRACE}", spread(py.killed_early, count),
+         spread(go.killed_early, count), "", f"({GRACE} minimum)"),
         (f"idle CPU, {pods} pods, % of a core", spread(py.idle_cpu_percent, pct),
          spread(go.idle_cpu_percent, pct), ratio(py.idle_cpu_percent, go.idle_cpu_percent), ""),
         (f"RSS, {pods} pods (max over the window)", spread(py.rss_mib, mib),
@@ -484,18 +505,26 @@ async def time_start(kubelet: KubeletProcess, poll_seconds: float) -> float:
     return (healthy_at or time.monotonic()) - started
 
 
+def killed_early(exited: dict[str, float], deleted_at: float) -> int:
+    """How many pods had no running container before a grace period of the minimum
+    could have run out after ``deleted_at``."""
+    return sum(1 for at in exited.values() if at - deleted_at < MINIMUM_GRACE_PERIOD_SECONDS)
+
+
 async def time_delete(runtime: RemoteRuntimeService, kubelet: KubeletProcess,
-                      names: Sequence[str], paths: Sequence[Path], poll_seconds: float) -> float:
+                      names: Sequence[str], paths: Sequence[Path],
+                      poll_seconds: float) -> tuple[float, int]:
     """Once ``/pods`` shows the pods Running: ms from removing their manifests until the
-    runtime has none of them running or ready."""
+    runtime has none of them running or ready, and how many were killed early."""
     node = kubelet.node_name
     await wait_all_reported_running(kubelet, names, node, poll_seconds * 5)
     started = time.monotonic()
     for path in paths:
         path.unlink()
+    exited: dict[str, float] = {}
     gone_at = await wait_pods_gone(runtime, [f"{name}-{node}" for name in names], poll_seconds,
-                                   kubelet)
-    return (gone_at - started) * 1000
+                                   kubelet, exited=exited)
+    return (gone_at - started) * 1000, killed_early(exited, started)
 
 
 async def measure_side(runtime: RemoteRuntimeService, kubelet: KubeletProcess, image: str,
@@ -518,13 +547,15 @@ async def measure_side(runtime: RemoteRuntimeService, kubelet: KubeletProcess, i
         paths = [kubelet.write_pod(pod_manifest(name, image)) for name in names]
         running = await watcher.wait_running([f"{name}-{node}" for name in names], kubelet)
         figures.many_ms.append((max(running) - started) * 1000)
-    figures.delete_ms.append(await time_delete(runtime, kubelet, names, paths, poll_seconds))
+    delete_ms, early = await time_delete(runtime, kubelet, names, paths, poll_seconds)
+    figures.delete_ms.append(delete_ms)
+    figures.killed_early.append(early)
 
     names = [f"term-{i}" for i in range(args.pods)]
     paths = [kubelet.write_pod(pod_manifest(name, image, TERM_EXITING_COMMAND))
              for name in names]
-    figures.delete_term_ms.append(await time_delete(runtime, kubelet, names, paths,
-                                                    poll_seconds))
+    delete_ms, _ = await time_delete(runtime, kubelet, names, paths, poll_seconds)
+    figures.delete_term_ms.append(delete_ms)
 
     names = [f"idle-{i}" for i in range(args.idle_pods)]
     paths = [kubelet.write_pod(pod_manifest(name, image)) for name in names]
@@ -665,15 +696,19 @@ async def measure_cluster_side(api: client.CoreV1Api, runtime: RemoteRuntimeServ
             return ((running_at - sent) * 1000, (answered - sent) * 1000,
                     (container_at - sent) * 1000)
 
-        async def delete(names: Sequence[str]) -> tuple[float, float]:
+        async def delete(names: Sequence[str]) -> tuple[float, float, int]:
             """Deletes the pods through the API until the runtime has none of them running or
-            ready; when the API had answered every delete, and when they were gone."""
+            ready; when the API had answered every delete, when they were gone, and how
+            many were killed early."""
             # No grace period given: the pods' own (0) applies, so the API forgets them at
             # once and the kubelet stops them (2 s minimum) once its watch says so.
+            started = time.monotonic()
             await asyncio.gather(*(api.delete_namespaced_pod(name, namespace)
                                    for name in names))
             answered = time.monotonic()
-            return answered, await wait_pods_gone(runtime, names, poll_seconds, kubelet)
+            exited: dict[str, float] = {}
+            gone_at = await wait_pods_gone(runtime, names, poll_seconds, kubelet, exited=exited)
+            return answered, gone_at, killed_early(exited, started)
 
         # One pod at a time, the earlier ones left running (as with static pods, so that no
         # start overlaps the runtime's teardown of the pod before); the first is left out.
@@ -681,7 +716,10 @@ async def measure_cluster_side(api: client.CoreV1Api, runtime: RemoteRuntimeServ
         async with RunningWatcher(runtime, poll_seconds) as in_runtime:
             await one("cold")
             await delete(["cold"])
-            runs = [await one(name) for name in singles_names]
+            runs = []
+            for name in singles_names:
+                await asyncio.sleep(SINGLE_RUN_PAUSE_SECONDS)
+                runs.append(await one(name))
         await delete(singles_names)
         singles = [running for running, _, _ in runs]
         figures.single_ms += singles
@@ -705,9 +743,10 @@ async def measure_cluster_side(api: client.CoreV1Api, runtime: RemoteRuntimeServ
         figures.rss_mib.append(idle.rss_max_kib / 1024)
 
         started = time.monotonic()
-        answered, gone_at = await delete(names)
+        answered, gone_at, early = await delete(names)
         floor.many_delete_ms.append((answered - started) * 1000)
         figures.delete_ms.append((gone_at - started) * 1000)
+        figures.killed_early.append(early)
         await watcher.wait_gone(names)  # long gone from the API: grace 0 removes them at once
     finally:
         await watcher.stop()
@@ -815,8 +854,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="pykubelet beside the upstream Go kubelet 1.20 and raw CRI calls.")
     parser.add_argument("--rounds", type=int, default=2,
                         help="rounds, each kubelet once per round, order alternating (default 2)")
-    parser.add_argument("--runs", type=int, default=8,
-                        help="single-pod runs per kubelet per round (default 8)")
+    parser.add_argument("--runs", type=int, default=15,
+                        help="single-pod runs per kubelet per round (default 15)")
     parser.add_argument("--pods", type=int, default=30,
                         help="pods written, then removed, at once (default 30)")
     parser.add_argument("--idle-pods", type=int, default=100,
