@@ -17,6 +17,7 @@ them, and the ``Kubelet`` is built after both: construction goes one way.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import os
@@ -100,10 +101,15 @@ class KubeletPodSyncer:
         self.abnormal_termination = abnormal_termination
         self.prefetch_env = prefetch_env
 
-    def make_pod_data_dirs(self, pod: V1Pod) -> None:
+    async def make_pod_data_dirs(self, pod: V1Pod) -> None:
+        """The pod's directory and its subdirectories, made in a worker thread when any is
+        missing: while the runtime writes hard (many pods starting) a mkdir can wait
+        milliseconds on the file system, and the loop serves every other pod meanwhile."""
         base = pod_dir(self.options.root_dir, pod_uid(pod))
-        for sub in ("", *POD_SUBDIRECTORIES):
-            os.makedirs(os.path.join(base, sub), mode=0o750, exist_ok=True)
+        wanted = [os.path.join(base, sub) for sub in ("", *POD_SUBDIRECTORIES)]
+        # Every later sync finds them: a few stat calls are cheaper than a hop to a thread.
+        if not all(os.path.isdir(path) for path in wanted):
+            await asyncio.to_thread(_make_directories, wanted)
 
     def _api_status(self, pod: V1Pod, status: PodStatus, terminal: bool = False) -> V1PodStatus:
         previous = self.status_manager.get_pod_status(pod_uid(pod))
@@ -136,7 +142,7 @@ class KubeletPodSyncer:
             await self.ensure_mirror_pod(pod)
         if self.container_manager is not None:
             await self._ensure_pod_cgroup(pod)
-        self.make_pod_data_dirs(pod)
+        await self.make_pod_data_dirs(pod)
         # A pod being torn down does not wait for volumes it will never use.
         if self.volume_manager is not None and \
                 not self.is_pod_termination_requested(pod_uid(pod)):
@@ -263,6 +269,11 @@ def _succeeded(results: ResultsManager, container_id: str) -> bool:
         return results.get(ContainerID.parse(container_id)) == ProbeResult.SUCCESS
     except ValueError:
         return False
+
+
+def _make_directories(paths: list[str]) -> None:
+    for path in paths:
+        os.makedirs(path, mode=0o750, exist_ok=True)
 
 
 __all__ = ["KubeletPodSyncer", "PodSyncOptions"]
