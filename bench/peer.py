@@ -698,8 +698,8 @@ async def measure_cluster_side(api: client.CoreV1Api, runtime: RemoteRuntimeServ
 
         async def delete(names: Sequence[str]) -> tuple[float, float, int]:
             """Deletes the pods through the API until the runtime has none of them running or
-            ready; when the API had answered every delete, when they were gone, and how
-            many were killed early."""
+            ready; ms until the API had answered every delete, ms until they were gone, and
+            how many were killed early."""
             # No grace period given: the pods' own (0) applies, so the API forgets them at
             # once and the kubelet stops them (2 s minimum) once its watch says so.
             started = time.monotonic()
@@ -708,7 +708,8 @@ async def measure_cluster_side(api: client.CoreV1Api, runtime: RemoteRuntimeServ
             answered = time.monotonic()
             exited: dict[str, float] = {}
             gone_at = await wait_pods_gone(runtime, names, poll_seconds, kubelet, exited=exited)
-            return answered, gone_at, killed_early(exited, started)
+            return ((answered - started) * 1000, (gone_at - started) * 1000,
+                    killed_early(exited, started))
 
         # One pod at a time, the earlier ones left running (as with static pods, so that no
         # start overlaps the runtime's teardown of the pod before); the first is left out.
@@ -742,10 +743,9 @@ async def measure_cluster_side(api: client.CoreV1Api, runtime: RemoteRuntimeServ
         figures.idle_cpu_percent.append(idle.cpu_percent)
         figures.rss_mib.append(idle.rss_max_kib / 1024)
 
-        started = time.monotonic()
-        answered, gone_at, early = await delete(names)
-        floor.many_delete_ms.append((answered - started) * 1000)
-        figures.delete_ms.append((gone_at - started) * 1000)
+        api_ms, gone_ms, early = await delete(names)
+        floor.many_delete_ms.append(api_ms)
+        figures.delete_ms.append(gone_ms)
         figures.killed_early.append(early)
         await watcher.wait_gone(names)  # long gone from the API: grace 0 removes them at once
     finally:
