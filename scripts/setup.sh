@@ -5,23 +5,26 @@
 # from a system interpreter: Debian's /usr/bin/python3 is externally managed
 # (PEP 668) and refuses pip, and installing into whatever python3 comes first
 # on PATH would change a machine-wide interpreter behind the user's back. The
-# venv is made with any Python >= 3.11 the machine has and holds pykubelet as
-# an editable install, so the checkout's code is what runs. pip runs only when
-# the venv is new, or pyproject.toml or the wanted extras changed since the
-# last install (a stamp file in the venv records them); otherwise set-up costs
-# a fraction of a second.
+# venv is made with any Python >= 3.11 the machine has and holds exactly the
+# packages of requirements.lock (runtime, test tools and the build backend, at
+# the versions and hashes scripts/lock.sh wrote), plus pykubelet as an
+# editable install, so the checkout's code is what runs. pip runs only when
+# the venv is new or the lock or pyproject.toml changed since the last install
+# (a stamp file in the venv records their hashes); then the venv is made anew,
+# so nothing outside the lock stays in it. Otherwise set-up costs a fraction
+# of a second.
 #
 # Run it:
 #   bash scripts/setup.sh               as root: the testbed's Debian packages
-#                                       (scripts/testbed/install.sh) and .venv
-#                                       with the test tools; afterwards
-#                                       .venv/bin/python runs tests and benchmarks
-#   bash scripts/setup.sh --venv-only [EXTRAS]
-#                                       only the venv (root only if apt must add
-#                                       python3.X-venv); prints its interpreter
+#                                       (scripts/testbed/install.sh) and .venv;
+#                                       afterwards .venv/bin/python runs tests
+#                                       and benchmarks
+#   bash scripts/setup.sh --venv-only   only the venv (root only if apt must
+#                                       add python3.X-venv); prints its
+#                                       interpreter
 # Source it (the other scripts do):
 #   pyk_as_root SCRIPT ARGS...   re-run SCRIPT through sudo unless already root
-#   pyk_venv [EXTRAS]            make or reuse the venv, put its bin/ first on
+#   pyk_venv                     make or reuse the venv, put its bin/ first on
 #                                PATH, set PYK_PYTHON to its interpreter
 # Environment:
 #   PYKUBELET_PYTHON   interpreter to create the venv with (default: the first
@@ -111,22 +114,19 @@ pyk_ensure_ensurepip() {
     rm -f "$apt_log"
 }
 
-# The stamp: pyproject.toml's hash, the checkout the editable install points
-# at, and the extras installed (comma-separated, sorted).
+# The stamp: the hashes of the lock and of pyproject.toml (its entry point and
+# package list shape the editable install), and the checkout the editable
+# install points at.
 pyk_stamp_line() {
-    local hash
-    hash="$(sha256sum "$PYK_REPO/pyproject.toml" | cut -d' ' -f1)"
-    echo "pyproject=$hash source=$PYK_REPO"
+    local lock_hash project_hash
+    lock_hash="$(sha256sum "$PYK_REPO/requirements.lock" | cut -d' ' -f1)"
+    project_hash="$(sha256sum "$PYK_REPO/pyproject.toml" | cut -d' ' -f1)"
+    echo "lock=$lock_hash pyproject=$project_hash source=$PYK_REPO"
 }
 
-pyk_merge_extras() {
-    tr ', ' '\n\n' <<<"$*" | sed '/^$/d' | sort -u | paste -sd, -
-}
-
-# Usage: pyk_venv [EXTRAS]   (EXTRAS e.g. "test"; extras installed earlier are kept)
+# Usage: pyk_venv
 pyk_venv() {
-    local wanted venv stamp installed_line installed_extras extras python lock_fd why
-    wanted="$(pyk_merge_extras "${1:-}")"
+    local venv stamp installed_line python lock_fd why
     venv="${PYKUBELET_VENV:-$PYK_REPO/.venv}"
     [[ "$venv" == /* ]] || venv="$PWD/$venv"
     stamp="$venv/$PYK_STAMP_NAME"
@@ -135,27 +135,31 @@ pyk_venv() {
     exec {lock_fd}<"$(dirname "$venv")"
     flock "$lock_fd"
 
-    if [[ ! -x "$venv/bin/python" ]] || ! pyk_python_ok "$venv/bin/python" \
-            || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-        python="$(pyk_pick_python)"
-        pyk_ensure_ensurepip "$python"
-        pyk_log "creating $venv with $python ($("$python" --version 2>&1))"
-        "$python" -m venv --clear "$venv" || pyk_die "$python -m venv $venv failed"
-    fi
-
     installed_line="$(sed -n 1p "$stamp" 2>/dev/null || true)"
-    installed_extras="$(sed -n 's/^extras=//p' "$stamp" 2>/dev/null || true)"
-    extras="$(pyk_merge_extras "$wanted,$installed_extras")"
-    if [[ "$installed_line" == "$(pyk_stamp_line)" && "$extras" == "$installed_extras" ]]; then
+    if [[ -x "$venv/bin/python" ]] && pyk_python_ok "$venv/bin/python" \
+            && [[ "$installed_line" == "$(pyk_stamp_line)" ]]; then
         pyk_log "$venv is up to date"
     else
         why="first set-up"
-        [[ -z "$installed_line" ]] || why="pyproject.toml or the extras changed"
-        pyk_log "installing pykubelet${extras:+[$extras]} into $venv ($why)"
-        rm -f "$stamp"
+        [[ -z "$installed_line" ]] || why="requirements.lock or pyproject.toml changed"
+        python="$(pyk_pick_python)"
+        pyk_ensure_ensurepip "$python"
+        pyk_log "creating $venv with $python ($("$python" --version 2>&1)) and installing" \
+            "pykubelet with requirements.lock ($why)"
+        "$python" -m venv --clear "$venv" || pyk_die "$python -m venv $venv failed"
+        # Every package at its locked version and hash; --no-deps because the
+        # lock already holds the whole tree. Then pykubelet itself, built with
+        # the locked setuptools rather than whatever an isolated build would
+        # download that day.
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-            -e "$PYK_REPO${extras:+[$extras]}" || pyk_die "pip install into $venv failed"
-        printf '%s\nextras=%s\n' "$(pyk_stamp_line)" "$extras" >"$stamp"
+            --require-hashes --no-deps -r "$PYK_REPO/requirements.lock" \
+            || pyk_die "pip install -r requirements.lock into $venv failed"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+            --no-deps --no-build-isolation -e "$PYK_REPO" \
+            || pyk_die "pip install -e $PYK_REPO into $venv failed"
+        "$venv/bin/python" -m pip check >&2 \
+            || pyk_die "the packages in $venv do not fit together (pip check); run scripts/lock.sh"
+        pyk_stamp_line >"$stamp"
     fi
     exec {lock_fd}<&-
 
@@ -168,13 +172,13 @@ pyk_venv() {
 pyk_setup_main() {
     set -euo pipefail
     if [[ "${1:-}" == --venv-only ]]; then
-        pyk_venv "${2:-}"
+        pyk_venv
         echo "$PYK_PYTHON"
         return
     fi
     pyk_as_root "$PYK_REPO/scripts/setup.sh" "$@"
     bash "$PYK_REPO/scripts/testbed/install.sh"
-    pyk_venv test
+    pyk_venv
     pyk_log "ready: $PYK_PYTHON (run benchmarks and tests as root with it, or through scripts/)"
 }
 

@@ -4,9 +4,10 @@
 # temporary root, and a real Kubernetes control plane built from Debian's
 # source package. Needs root on Debian bookworm: run as another user, it runs
 # itself again through sudo. Installs what it needs: the testbed's Debian
-# packages and the project venv .venv with the test tools (scripts/setup.sh;
-# pip runs only when pyproject.toml changed). Ruff, mypy and pytest run on the
-# venv's interpreter, so the integration tests' `python -m pykubelet` does too.
+# packages and the project venv .venv with requirements.lock's exact versions
+# (scripts/setup.sh; pip runs only when the lock or pyproject.toml changed).
+# Ruff, mypy and pytest run on the venv's interpreter, so the integration
+# tests' `python -m pykubelet` does too.
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ bash scripts/testbed/install.sh
 # The real control plane for the cluster-mode tests: built from Debian's
 # kubernetes source package on first use (minutes), cached afterwards.
 bash scripts/testbed/controlplane-build.sh >/dev/null
-pyk_venv test
+pyk_venv
 
 echo "== ruff"
 "$PYK_PYTHON" -m ruff check pykubelet tests bench

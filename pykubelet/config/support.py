@@ -3,6 +3,15 @@
 pykubelet accepts every v1beta1 field (so real kubelet configs load unchanged) but only
 implements part of the kubelet. Start-up logs the fields a user set that nothing reads,
 once, instead of silently pretending to honour them, and ``--help`` marks their flags.
+
+``ACTED_ON_FIELDS`` is written out by hand rather than derived from the source, and
+``tests/unit/test_config_support.py`` keeps it true: it parses ``pykubelet/`` (outside
+this package) and fails when a field is read but missing here, or listed here but read
+nowhere. A hand-written list because deriving it would parse the whole package at
+every start-up, ``--help`` included, and because some entries need a judgement the
+scan cannot make; those are the two documented exceptions below, which the test knows.
+The list is top-level only: a field counts as acted on if any part of it is read
+(of ``logging`` only ``verbosity`` is, for ``-v``).
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "enableControllerAttachDetach",
     "localStorageCapacityIsolation",
     "rotateCertificates",
+    "serverTLSBootstrap",
     # The kubelet API (pykubelet.server).
     "enableServer",
     "port",
@@ -77,6 +87,7 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "kubeReservedCgroup",
     "podPidsLimit",
     "cpuCFSQuota",
+    "seccompDefault",
     "cpuCFSQuotaPeriod",
     "failCgroupV1",
     "evictionHard",
@@ -93,7 +104,21 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "containerLogMaxFiles",
     "containerLogMaxWorkers",
     "containerLogMonitorInterval",
+    "mergeDefaultEvictionSettings",  # see ACTED_ON_BY_DEFAULTING
+    # Pods: capacity, admission, ConfigMap/Secret volumes and env, feature gates.
+    "podsPerCore",
+    "allowedUnsafeSysctls",
+    "configMapAndSecretChangeDetectionStrategy",
+    "featureGates",
 })
+
+# Acted on although no code outside ``pykubelet.config`` reads them: defaulting applies
+# them to a field that is read (``evictionHard`` gets the defaults it does not set).
+ACTED_ON_BY_DEFAULTING: Final[frozenset[str]] = frozenset({"mergeDefaultEvictionSettings"})
+
+# Read, but not honoured, so not acted on: the API clients speak JSON whatever
+# ``contentType`` asks for, and only log that they do.
+READ_BUT_NOT_ACTED_ON: Final[frozenset[str]] = frozenset({"contentType"})
 
 
 def is_acted_on(field: str) -> bool:

@@ -197,6 +197,7 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
         cpu_cfs_quota=config.cpu_cfs_quota,
+        seccomp_default=config.seccomp_default,
         pod_cgroup_parent=pod_cgroups.pod_cgroup_parent if pod_cgroups is not None else None,
     ), liveness=liveness, startup=startup, handler_runner=handler_runner, recorder=deps.recorder)
     await runtime.initialize()

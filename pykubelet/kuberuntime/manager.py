@@ -108,6 +108,8 @@ class RuntimeManagerOptions:
     registry_pull_qps: float = 5.0
     registry_burst: int = 10
     cpu_cfs_quota: bool = True
+    # seccompDefault: containers without a seccomp profile get the runtime's default one.
+    seccomp_default: bool = False
 
     def sandbox_options(self) -> SandboxOptions:
         return SandboxOptions(pod_logs_dir=self.pod_logs_dir, cluster_dns=list(self.cluster_dns),
@@ -121,6 +123,7 @@ class RuntimeManagerOptions:
         return ContainerOptions(pod_dir="", node_name=self.node_name, host_ip=self.host_ip,
                                 pod_logs_dir=self.pod_logs_dir, cluster_domain=self.cluster_domain,
                                 enforce_cpu_limits=self.cpu_cfs_quota,
+                                seccomp_default=self.seccomp_default,
                                 seccomp_profile_root=os.path.join(self.root_dir, "seccomp"))
 
     def pod_dir(self, uid: str) -> str:

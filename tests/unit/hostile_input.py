@@ -253,6 +253,35 @@ def heavy_manifest(name: str, image: str = "busybox:1.36") -> str:
             f"  - name: main\n    image: {image}\n    args: [{args}]\n")
 
 
+# What the kubelet's log says when it refuses each of hostile_manifests(): words of
+# pykubelet's own refusal, or None where the refusal may come from a library first.
+# deep.yaml is one: pykubelet bounds nesting as it reads the parser's events, but libyaml
+# (PyYAML's C parser, from 0.2.5) bounds flow nesting too and its scanner reads ahead of
+# the events, so with it the parser's own message comes first. Either way the file is
+# refused and named; tests/unit/test_yamlsafe.py holds pykubelet's own bound to account
+# with a parser that has none.
+HOSTILE_MANIFEST_REFUSALS: dict[str, str | None] = {
+    "fanout.yaml": "excessive aliasing",
+    "deep.yaml": None,
+    "binary.yaml": "not valid UTF-8",
+    "huge.yaml": "larger than",
+    "heavy-but-bad.yaml": "args[0]: Invalid value: 1: expected a string",
+}
+
+
+def refused_manifests_missing_from(log_lines: list[str]) -> list[str]:
+    """The hostile manifests that no log line reports as refused, with the expected words.
+
+    A refusal is a line naming the file and, where pykubelet's own words are known
+    (HOSTILE_MANIFEST_REFUSALS), carrying them.
+    """
+    missing = []
+    for name, words in HOSTILE_MANIFEST_REFUSALS.items():
+        if not any(name in line and (words is None or words in line) for line in log_lines):
+            missing.append(f"{name} ({words or 'any reason'})")
+    return missing
+
+
 def hostile_manifests() -> dict[str, bytes]:
     """Manifest files of each hostile class, by file name (none of them is a usable pod)."""
     return {

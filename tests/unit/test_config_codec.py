@@ -70,9 +70,9 @@ def test_seed004_unimplemented_fields_are_listed_once_sorted() -> None:
 
 def test_fields_not_acted_on_from_a_configuration() -> None:
     config = KubeletConfiguration()
-    config.pods_per_core = 4
+    config.hairpin_mode = "hairpin-veth"
     config.max_pods = 20
-    assert fields_not_acted_on(config) == ["podsPerCore"]
+    assert fields_not_acted_on(config) == ["hairpinMode"]
 
 
 def test_unknown_nested_field_is_named_with_its_path() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ from pykubelet.kuberuntime.images import (
     lookup_credentials,
     parse_image_reference,
 )
+from pykubelet.kuberuntime.manager import RuntimeManagerOptions
 from pykubelet.kuberuntime.sandbox import PodSandboxes
 from pykubelet.kuberuntime.sandbox_config import (
     SandboxConfigError,
@@ -304,6 +306,24 @@ def test_security_context_merges_pod_defaults(opts: ContainerOptions) -> None:
     assert "/proc/kcore" in context.masked_paths
     assert "/proc/sys" in context.readonly_paths
     assert context.seccomp.profile_type == api_pb2.SecurityProfile.Unconfined
+
+
+@pytest.mark.parametrize(("seccomp_default", "own_profile", "expected"), [
+    (False, None, api_pb2.SecurityProfile.Unconfined),
+    (True, None, api_pb2.SecurityProfile.RuntimeDefault),
+    (True, {"type": "Unconfined"}, api_pb2.SecurityProfile.Unconfined),
+])
+def test_seccomp_default_gives_profileless_containers_the_runtime_default(
+        tmp_path: Path, seccomp_default: bool, own_profile: dict[str, str] | None,
+        expected: int) -> None:
+    # seccompDefault (KubeletConfiguration) reaches every container's options through the
+    # runtime manager's node-wide options; a profile the pod names still wins.
+    node_wide = RuntimeManagerOptions(root_dir=str(tmp_path), seccomp_default=seccomp_default)
+    container_opts = dataclasses.replace(node_wide.container_options(),
+                                         pod_dir=str(tmp_path / "pods" / "uid-1"))
+    security = {"securityContext": {"seccompProfile": own_profile}} if own_profile else {}
+    context = config_for(make_pod(security), container_opts).linux.security_context
+    assert context.seccomp.profile_type == expected
 
 
 def test_no_new_privs_only_when_escalation_is_explicitly_forbidden(

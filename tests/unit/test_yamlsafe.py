@@ -6,7 +6,9 @@ import codecs
 from typing import Any
 
 import pytest
+import yaml
 
+from pykubelet.api import yamlsafe
 from pykubelet.api.yamlsafe import (
     MAX_DEPTH,
     DocumentError,
@@ -49,7 +51,8 @@ def test_keys_are_strings_as_upstreams_conversion_makes_them() -> None:
     ("v: [" + "[" * MAX_DEPTH, f"nesting deeper than {MAX_DEPTH} levels"),
     ("v: {<<: 1}", "a merge key (<<) needs a mapping"),
     ("a: 1\n---\nb: 2\n", "expected one object, found 2 YAML documents"),
-    ("v: [a, b", "column 1: while parsing a flow sequence"),
+    # The parser's own complaint is PyYAML's wording; pykubelet's part is where it was.
+    ("v: [a, b", "line 2, column 1: "),
 ])
 def test_what_json_cannot_hold_is_refused_with_its_line(text: str, message: str) -> None:
     with pytest.raises(DocumentError) as info:
@@ -103,3 +106,23 @@ def test_describe_and_render_are_bounded_for_any_value() -> None:
     assert describe(10**5000) == "number <16610-bit integer>"
     assert describe("x" * 1000).endswith('xxx...') and len(describe("x" * 1000)) < 60
     assert describe({"a": [1, None, True]}) == 'object {"a":[1,null,true]}'
+
+
+# Far deeper than any parser's own bound (libyaml stops flow nesting at 1000 levels).
+DEEP_DOCUMENT = b"apiVersion: v1\nkind: Pod\nspec: " + b"[" * 100_000 + b"\n"
+
+
+def test_nesting_is_bounded_by_pykubelet_even_on_a_parser_without_a_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # PyYAML's pure-Python parser has no nesting limit: the bound must be pykubelet's own.
+    monkeypatch.setattr(yamlsafe, "_Loader", yaml.SafeLoader)
+    with pytest.raises(DocumentError) as info:
+        load_document(DEEP_DOCUMENT)
+    assert str(info.value) == f"line 3: nesting deeper than {MAX_DEPTH} levels"
+
+
+def test_a_document_too_deep_for_the_parser_is_refused_with_its_line() -> None:
+    # With libyaml the parser may stop first, in its own words; the refusal is the same.
+    with pytest.raises(DocumentError) as info:
+        load_document(DEEP_DOCUMENT)
+    assert str(info.value).startswith("line 3")
