@@ -71,6 +71,14 @@ TAINT_EFFECT_NO_SCHEDULE: Final = "NoSchedule"
 TAINT_EFFECT_PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
 TAINT_EFFECT_NO_EXECUTE: Final = "NoExecute"
 
+# With ``--cloud-provider=external`` the Node registers with this NoSchedule taint (value
+# "true"); the cloud controller manager removes it once it has initialized the Node
+# (upstream ``k8s.io/cloud-provider/api``).
+TAINT_EXTERNAL_CLOUD_PROVIDER: Final = "node.cloudprovider.kubernetes.io/uninitialized"
+# With ``--cloud-provider=external`` and ``--node-ip``, the addresses asked for, for the
+# cloud controller manager to honour when it sets the Node's addresses.
+ANNOTATION_PROVIDED_NODE_IP: Final = "alpha.kubernetes.io/provided-node-ip"
+
 NAMESPACE_NODE_LEASE: Final = "kube-node-lease"
 
 # Python's machine names for the architectures Kubernetes ships, in Go's spelling.
@@ -105,6 +113,7 @@ def kubelet_version() -> str:
 
 
 __all__ = [
+    "ANNOTATION_PROVIDED_NODE_IP",
     "DEFAULT_NODE_LABELS",
     "KUBELET_LABELS",
     "KUBELET_LABEL_NAMESPACES",
@@ -123,6 +132,7 @@ __all__ = [
     "TAINT_EFFECT_NO_EXECUTE",
     "TAINT_EFFECT_NO_SCHEDULE",
     "TAINT_EFFECT_PREFER_NO_SCHEDULE",
+    "TAINT_EXTERNAL_CLOUD_PROVIDER",
     "TAINT_NODE_UNSCHEDULABLE",
     "go_arch",
     "go_os",

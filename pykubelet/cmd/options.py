@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import re
 import sys
 import typing
 from collections.abc import Callable, Sequence
@@ -118,8 +119,11 @@ _NODE_FLAGS: Final[tuple[_NodeFlag, ...]] = (
               "Directory holding the TLS certificates; ignored when --tls-cert-file and "
               "--tls-private-key-file are given."),
     _NodeFlag("cloud-provider", "cloud_provider", "str",
-              "Cloud provider; empty for none, 'external' for an external cloud provider.",
-              acted_on=False),
+              "Cloud provider: empty for none, or 'external' when a cloud controller manager "
+              "initializes the Node (it registers with the NoSchedule taint "
+              "node.cloudprovider.kubernetes.io/uninitialized, and --node-ip is passed on in "
+              "the alpha.kubernetes.io/provided-node-ip annotation). No other value is "
+              "accepted: built-in cloud providers are gone."),
     _NodeFlag("node-labels", "node_labels", "labels",
               "Labels to add when registering the node, as key=value pairs separated by ','. "
               "Labels in the kubernetes.io namespace must use an allowed prefix "
@@ -412,6 +416,13 @@ def validate_flags(flags: KubeletFlags) -> list[str]:
     if len(node_ips) > 2:
         errors.append(f'invalid --node-ip "{flags.node_ip}": at most two addresses, one per IP '
                       f'family, may be given')
+    if flags.cloud_provider and not flags.external_cloud_provider:
+        # Upstream refuses this in NewMainKubelet (cloudprovider.ErrorForDisabledProvider),
+        # with this message; pykubelet refuses it before anything is touched.
+        quoted = json.dumps(flags.cloud_provider, ensure_ascii=False)  # Go's %q, near enough
+        errors.append(f"cloud provider {quoted} was specified, but built-in cloud providers "
+                      f"are disabled. Please set --cloud-provider=external and migrate to an "
+                      f"external cloud provider")
     if flags.exit_on_lock_contention and not flags.lock_file:
         errors.append("cannot exit on lock file contention (--exit-on-lock-contention): no lock "
                       "file specified (--lock-file)")
@@ -422,10 +433,22 @@ class _ParseFailure(Exception):
     pass
 
 
+# argparse's complaint about a flag given without its value, e.g.
+# "argument --port: expected one argument".
+_MISSING_VALUE: Final = re.compile(r"argument (?P<flag>-[^\s/:]+)[^:]*: expected one argument")
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports problems instead of exiting, so they can be collected."""
+    """argparse that reports problems instead of exiting, so they can be collected.
+
+    A flag missing its value is reported in the Go kubelet's (pflag's) words, as the
+    unknown flags are, so scripts that read the Go kubelet's errors read these too.
+    """
 
     def error(self, message: str) -> NoReturn:
+        missing = _MISSING_VALUE.fullmatch(message)
+        if missing:
+            raise _ParseFailure(f"flag needs an argument: {missing['flag']}")
         raise _ParseFailure(message)
 
 

@@ -86,7 +86,11 @@ def startup_step(name: str) -> Iterator[None]:
 # --- node identity --------------------------------------------------------------------------
 
 def get_node_name(server: KubeletServer) -> str:
-    """Upstream ``getNodeName`` without a cloud provider: the override or hostname, lower-cased."""
+    """Upstream ``getNodeName``: the override or hostname, lower-cased.
+
+    No cloud provider names the node: the built-in ones are gone, and an external
+    one (``--cloud-provider=external``) initializes the Node the kubelet registered.
+    """
     return (server.flags.hostname_override or socket.gethostname()).strip().lower()
 
 

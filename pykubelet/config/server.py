@@ -17,6 +17,9 @@ from pykubelet.config.units import Duration
 
 DEFAULT_ROOT_DIR: Final = "/var/lib/kubelet"
 DEFAULT_CERT_DIR: Final = "/var/lib/kubelet/pki"
+# The one cloud provider a kubelet still accepts (besides none): a cloud controller
+# manager outside the kubelet initializes the Node.
+CLOUD_PROVIDER_EXTERNAL: Final = "external"
 
 
 @dataclass
@@ -47,6 +50,16 @@ class KubeletFlags:
     def node_ips(self) -> list[str]:
         return [ip.strip() for ip in self.node_ip.split(",") if ip.strip()]
 
+    @property
+    def external_cloud_provider(self) -> bool:
+        """``--cloud-provider=external``: the one place the flag's value is interpreted.
+
+        Start-up validation refuses any other non-empty value, so a kubelet that runs
+        either has no cloud provider or leaves the Node's initialization to a cloud
+        controller manager.
+        """
+        return self.cloud_provider == CLOUD_PROVIDER_EXTERNAL
+
 
 @dataclass
 class KubeletServer:
@@ -64,4 +77,10 @@ class KubeletServer:
         return FeatureGates(self.config.feature_gates)
 
 
-__all__ = ["DEFAULT_CERT_DIR", "DEFAULT_ROOT_DIR", "KubeletFlags", "KubeletServer"]
+__all__ = [
+    "CLOUD_PROVIDER_EXTERNAL",
+    "DEFAULT_CERT_DIR",
+    "DEFAULT_ROOT_DIR",
+    "KubeletFlags",
+    "KubeletServer",
+]

@@ -83,6 +83,7 @@ async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name:
                            informer: ObjectInformer[V1Node] | None = None) -> NodeParts:
     """The Node cache, the status manager with upstream's setters, and the lease controller."""
     config, flags = server.config, server.flags
+    external_cloud_provider = flags.external_cloud_provider
     version = await asyncio.to_thread(read_version_info)
     if informer is None:
         informer = new_node_informer(deps, node_name)
@@ -95,6 +96,7 @@ async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name:
                               for t in config.register_with_taints],
         node_labels=dict(flags.node_labels),
         provider_id=config.provider_id,
+        external_cloud_provider=external_cloud_provider,
         enable_controller_attach_detach=config.enable_controller_attach_detach,
         update_frequency=_seconds(config.node_status_update_frequency),
         report_frequency=_seconds(config.node_status_report_frequency),
@@ -110,14 +112,16 @@ async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name:
         image_list=CRIImageList(deps.image_service),
         runtime_version=CRIRuntimeVersion(deps.runtime_service),
         health=health, pressure=pressure or NoPressure(),
-        local_storage_capacity_isolation=config.local_storage_capacity_isolation))
+        local_storage_capacity_isolation=config.local_storage_capacity_isolation,
+        external_cloud_provider=external_cloud_provider))
     lease = NodeLeaseController(
         ApiLeases(deps.heartbeat_client), node_name, config.node_lease_duration_seconds,
         on_repeated_heartbeat_failure=deps.on_heartbeat_failure)
     klog.info("Node status and lease configured", node=node_name,
               updateFrequency=f"{options.update_frequency:g}s",
               leaseDuration=f"{config.node_lease_duration_seconds}s",
-              renewInterval=f"{lease.renew_interval:g}s")
+              renewInterval=f"{lease.renew_interval:g}s",
+              externalCloudProvider=external_cloud_provider)
     return NodeParts(informer=informer, status=status, lease=lease)
 
 

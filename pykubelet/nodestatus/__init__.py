@@ -41,12 +41,13 @@ def node_status_setters(manager: NodeStatusManager, *, node_ips: Sequence[str], 
                         runtime_version: Callable[[], Awaitable[tuple[str, str]]],
                         health: RuntimeHealth, pressure: PressureReporter,
                         local_storage_capacity_isolation: bool = True,
+                        external_cloud_provider: bool = False,
                         now: s.Clock = utcnow) -> list[Setter]:
     """Upstream ``defaultNodeStatusFuncs``: addresses, machine, versions, endpoints, images,
     platform, then MemoryPressure, DiskPressure, PIDPressure and Ready."""
     record = manager.record_node_status_event
     return [
-        s.node_address(node_ips, hostname),
+        s.node_address(node_ips, hostname, external_cloud_provider=external_cloud_provider),
         s.machine_info(manager.node_name, max_pods, pods_per_core, machine, resources,
                        manager.record_event),
         s.version_info(version, runtime_version),

@@ -8,7 +8,9 @@ the heartbeat in between). A write is tried up to five times: the first from
 the local Node cache, the others from a fresh GET, as seed 003 reads.
 
 Registration creates the Node with the default labels (hostname, os, arch),
-``--node-labels``, ``registerWithTaints`` and a first status. When the Node
+``--node-labels``, ``registerWithTaints`` (and, with ``--cloud-provider=external``,
+the ``node.cloudprovider.kubernetes.io/uninitialized`` taint that the cloud
+controller manager removes) and a first status. When the Node
 already exists, only the default labels, the attach-detach annotation and the
 huge page sizes are brought in step; other labels and taints stay as the
 cluster's users left them, as upstream does. When the Node is deleted while
@@ -48,6 +50,7 @@ from pykubelet.api.wellknown import (
     LABEL_OS_BETA,
     LABEL_OS_STABLE,
     TAINT_EFFECT_NO_SCHEDULE,
+    TAINT_EXTERNAL_CLOUD_PROVIDER,
     TAINT_NODE_UNSCHEDULABLE,
     go_arch,
     go_os,
@@ -81,6 +84,9 @@ class NodeStatusOptions:
     register_with_taints: Sequence[V1Taint] = ()
     node_labels: dict[str, str] = field(default_factory=dict)
     provider_id: str = ""
+    # --cloud-provider=external: register tainted until the cloud controller manager
+    # initializes the Node.
+    external_cloud_provider: bool = False
     enable_controller_attach_detach: bool = True
     update_frequency: float = 10.0
     report_frequency: float = 300.0
@@ -209,6 +215,10 @@ class NodeStatusManager:
                 t.key == TAINT_NODE_UNSCHEDULABLE and t.effect == TAINT_EFFECT_NO_SCHEDULE
                 for t in taints):
             taints.append(V1Taint(key=TAINT_NODE_UNSCHEDULABLE, effect=TAINT_EFFECT_NO_SCHEDULE))
+        if options.external_cloud_provider:
+            # Appended as upstream appends it, even if registerWithTaints names it too.
+            taints.append(V1Taint(key=TAINT_EXTERNAL_CLOUD_PROVIDER, value="true",
+                                  effect=TAINT_EFFECT_NO_SCHEDULE))
         annotations: dict[str, str] = {}
         if options.enable_controller_attach_detach:
             annotations[CONTROLLER_MANAGED_ATTACH_ANNOTATION] = "true"

@@ -35,7 +35,12 @@ from kubernetes_asyncio.client import (
 )
 
 from pykubelet.api.quantity import parse_quantity
-from pykubelet.api.wellknown import go_arch, go_os, kubelet_version
+from pykubelet.api.wellknown import (
+    ANNOTATION_PROVIDED_NODE_IP,
+    go_arch,
+    go_os,
+    kubelet_version,
+)
 from pykubelet.events import NORMAL, WARNING
 from pykubelet.nodestatus.machine import MachineInfo, VersionInfo
 from pykubelet.nodestatus.resources import (
@@ -191,9 +196,18 @@ async def _lookup(node_name: str) -> str | None:
     return candidates[0] if candidates else None
 
 
-def node_address(node_ips: Sequence[str], hostname: str) -> Setter:
+def node_address(node_ips: Sequence[str], hostname: str, *,
+                 external_cloud_provider: bool = False) -> Setter:
     """InternalIP (``--node-ip``, else the hostname if it is an IP, else DNS, else the
-    default route's interface) and Hostname."""
+    default route's interface) and Hostname.
+
+    With an external cloud provider the cloud controller manager owns the addresses:
+    the Node carries ``--node-ip`` in the provided-node-ip annotation for it to honour,
+    and once the Node has addresses (the controller's, or the ones this setter wrote
+    at registration) they are left alone. Before that, a Node without ``--node-ip``
+    gets only its Hostname, so that no guessed InternalIP reaches host-network pods.
+    Without an external cloud provider a stale annotation is removed.
+    """
 
     async def setter(node: V1Node) -> None:
         for address in node_ips:
@@ -201,6 +215,15 @@ def node_address(node_ips: Sequence[str], hostname: str) -> Setter:
                 validate_node_ip(address)
             except ValueError as err:
                 raise ValueError(f"failed to validate nodeIP: {err}") from err
+        _provided_node_ip_annotation(node, ",".join(node_ips) if external_cloud_provider
+                                     else "")
+        status = _status(node)
+        if external_cloud_provider:
+            if status.addresses:
+                return
+            if not node_ips:
+                status.addresses = [V1NodeAddress(type=HOSTNAME, address=hostname)]
+                return
         addresses: list[str] = list(node_ips)
         if not addresses:
             chosen: str | None = None
@@ -211,12 +234,22 @@ def node_address(node_ips: Sequence[str], hostname: str) -> Setter:
             if chosen is None:
                 raise ValueError(f"can't get ip address of node {node.metadata.name}")
             addresses = [chosen]
-        _status(node).addresses = [
+        status.addresses = [
             *(V1NodeAddress(type=INTERNAL_IP, address=a) for a in addresses),
             V1NodeAddress(type=HOSTNAME, address=hostname),
         ]
 
     return setter
+
+
+def _provided_node_ip_annotation(node: V1Node, value: str) -> None:
+    """Set the provided-node-ip annotation to ``value``; remove it when ``value`` is empty."""
+    annotations = dict(node.metadata.annotations or {})
+    if value:
+        annotations[ANNOTATION_PROVIDED_NODE_IP] = value
+    elif annotations.pop(ANNOTATION_PROVIDED_NODE_IP, None) is None:
+        return
+    node.metadata.annotations = annotations
 
 
 # -- capacity ---------------------------------------------------------------

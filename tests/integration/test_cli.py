@@ -81,6 +81,20 @@ def test_invalid_configuration_exits_1_naming_fields_and_creates_nothing(tmp_pat
     assert not lock.parent.exists()
 
 
+def test_a_built_in_cloud_provider_exits_1_and_creates_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    lock = tmp_path / "lock" / "kubelet.lock"
+    result = run_pykubelet("--cloud-provider=aws", "--root-dir", str(root),
+                           "--lock-file", str(lock), "--container-runtime-endpoint",
+                           f"unix://{tmp_path}/none.sock")
+    assert result.returncode == 1
+    assert ('cloud provider "aws" was specified, but built-in cloud providers are disabled. '
+            'Please set --cloud-provider=external') in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not root.exists()
+    assert not lock.parent.exists()
+
+
 def test_unknown_field_is_rejected_by_name(tmp_path: Path) -> None:
     config = tmp_path / "typo.yaml"
     config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"

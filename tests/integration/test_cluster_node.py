@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import ipaddress
+import json
 import math
 import os
 import struct
@@ -26,13 +28,18 @@ from typing import Any
 import pytest
 import yaml
 
+from pykubelet.nodestatus.setters import default_route_address
 from tests.controlplane import ControlPlane
 from tests.integration.cluster import (
     ClusterKubelet,
+    api_pod,
     condition,
+    create,
+    get_pod,
     is_ready,
     kubectl_get_nodes,
     parse_time,
+    unique,
     unique_node_name,
     wait_until,
 )
@@ -278,6 +285,113 @@ def test_restart_reconciles_default_labels_and_keeps_the_rest(kubelets: Kubelets
     assert sorted(t["key"] for t in own_taints(node)) == ["first", "maintenance"]
     second.wait_ready(timeout=30)
     assert second.forbidden_lines() == []
+
+
+UNINITIALIZED_TAINT = {"key": "node.cloudprovider.kubernetes.io/uninitialized",
+                       "value": "true", "effect": "NoSchedule"}
+PROVIDED_NODE_IP = "alpha.kubernetes.io/provided-node-ip"
+
+
+def scheduled_pod(name: str, node_name: str, image: str, **spec: Any) -> dict[str, Any]:
+    """A pod the scheduler places (no ``nodeName``), on ``node_name`` only."""
+    manifest = api_pod(name, node_name, image, **spec)
+    del manifest["spec"]["nodeName"]
+    manifest["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node_name}
+    return manifest
+
+
+def heartbeat(node: dict[str, Any]) -> datetime.datetime:
+    return parse_time(condition(node, "Ready")["lastHeartbeatTime"])
+
+
+def act_as_cloud_controller(plane: ControlPlane, node_name: str,
+                            addresses: list[dict[str, str]]) -> datetime.datetime:
+    """What a cloud controller manager does to a new Node: its addresses, then the taint off.
+
+    Returns the Node's last status heartbeat before the change.
+    """
+    before: list[datetime.datetime] = []
+
+    def replace_addresses() -> bool:
+        node = json.loads(plane.kubectl("get", "node", node_name, "-o", "json").stdout)
+        node["status"]["addresses"] = addresses
+        replaced = plane.kubectl("replace", "--raw", f"/api/v1/nodes/{node_name}/status",
+                                 "-f", "-", input=json.dumps(node), check=False)
+        before.append(heartbeat(node))
+        return replaced.returncode == 0  # else a kubelet write came between: again
+
+    wait_until(replace_addresses, 30, "the Node's addresses replaced")
+    plane.kubectl("taint", "node", node_name, f"{UNINITIALIZED_TAINT['key']}-")
+    return before[-1]
+
+
+def test_external_cloud_provider_node_waits_tainted_for_the_cloud_controller(
+        kubelets: Kubelets) -> None:
+    node_ip = default_route_address()
+    if node_ip is None:
+        pytest.skip("this machine has no default route")
+    plane, image = kubelets.plane, kubelets.testbed.busybox_image
+    # A status write every 4 s even without a change, to see what a write leaves.
+    kubelet = kubelets.new(extra_config={"nodeStatusReportFrequency": "4s"},
+                           extra_args=["--cloud-provider=external", f"--node-ip={node_ip}"])
+    name = kubelet.node_name
+    kubelet.start()
+    node = kubelet.wait_ready(timeout=60)
+    assert own_taints(node) == [UNINITIALIZED_TAINT]
+    assert node["metadata"]["annotations"][PROVIDED_NODE_IP] == node_ip
+    assert node["status"]["addresses"] == [{"type": "InternalIP", "address": node_ip},
+                                           {"type": "Hostname", "address": name}]
+
+    tolerant, plain = unique("tolerant"), unique("plain")
+    # The ServiceAccount admission plugin needs the namespace's default account.
+    wait_until(lambda: plane.kubectl("get", "serviceaccount", "default",
+                                     check=False).returncode == 0,
+               60, "the default service account")
+    try:
+        create(plane, scheduled_pod(tolerant, name, image, tolerations=[
+            {"key": UNINITIALIZED_TAINT["key"], "operator": "Equal", "value": "true",
+             "effect": "NoSchedule"}]))
+        create(plane, scheduled_pod(plain, name, image))
+
+        def phase(pod_name: str) -> str | None:
+            return ((get_pod(plane, pod_name) or {}).get("status") or {}).get("phase")
+
+        def log_tail() -> str:
+            return f"kubelet log tail:\n{kubelet.log_text()[-4000:]}"
+
+        wait_until(lambda: phase(tolerant) == "Running", 90, f"pod {tolerant} Running",
+                   on_timeout=log_tail)
+        assert (get_pod(plane, tolerant) or {})["spec"]["nodeName"] == name
+
+        def unschedulable() -> dict[str, Any] | None:
+            pod = get_pod(plane, plain) or {}
+            found = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                          if c["type"] == "PodScheduled"), None)
+            return found if found and found.get("reason") == "Unschedulable" else None
+
+        refused = wait_until(unschedulable, 60, f"pod {plain} found unschedulable")
+        assert UNINITIALIZED_TAINT["key"] in refused["message"]
+        pod = get_pod(plane, plain) or {}
+        assert pod["status"]["phase"] == "Pending"
+        assert "nodeName" not in pod["spec"]
+
+        cloud_addresses = [{"type": "InternalIP", "address": node_ip},
+                           {"type": "ExternalIP", "address": "198.51.100.7"},
+                           {"type": "Hostname", "address": name}]
+        changed_after = act_as_cloud_controller(plane, name, cloud_addresses)
+        wait_until(lambda: phase(plain) == "Running", 90,
+                   f"pod {plain} Running once the Node is initialized", on_timeout=log_tail)
+        # The kubelet writes its status again and leaves the cloud's addresses alone;
+        # the taint it registered with does not come back.
+        later = wait_until(lambda: (n := kubelet.node()) and heartbeat(n) > changed_after and n,
+                           30, "a status write after the cloud controller's")
+        assert later["status"]["addresses"] == cloud_addresses
+        assert own_taints(later) == []
+        assert later["metadata"]["annotations"][PROVIDED_NODE_IP] == node_ip
+        assert kubelet.forbidden_lines() == []
+    finally:
+        plane.kubectl("delete", "pod", tolerant, plain, "--ignore-not-found", "--wait=false",
+                      check=False)
 
 
 def test_unreadable_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 
 Debian's ``/usr/bin/python3`` refuses ``pip install`` (PEP 668), which is what
 broke the README's commands under sudo. ``scripts/setup.sh`` must instead make
-a venv from it, install pykubelet there, leave the system interpreter alone,
-and on later runs skip pip unless ``pyproject.toml`` changed.
+a venv from it, install requirements.lock's versions and pykubelet there, leave
+the system interpreter alone, and on later runs skip pip unless the lock or
+``pyproject.toml`` changed.
 """
 
 from __future__ import annotations
@@ -78,6 +79,16 @@ def test_setup_makes_a_working_venv_from_debian_python_and_reuses_it(venv: Path)
     assert version.returncode == 0, version.stderr
     assert version.stdout.startswith("pykubelet v")
 
+    # The venv holds the locked versions, not the newest of the day.
+    locked = {line.split("==")[0].lower(): line.split("==")[1].split()[0]
+              for line in (REPO / "requirements.lock").read_text().splitlines()
+              if "==" in line and not line.startswith((" ", "#"))}
+    yaml_version = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "from importlib.metadata import version; print(version('PyYAML'))"],
+        cwd="/", env=clean_env(), capture_output=True, text=True, timeout=60, check=False)
+    assert yaml_version.stdout.strip() == locked["pyyaml"], yaml_version.stderr
+
     # Nothing went into the system interpreter.
     system = subprocess.run([str(DEBIAN_PYTHON), "-c", "import pykubelet"], cwd="/",
                             env=clean_env(), capture_output=True, text=True, check=False)
@@ -98,4 +109,4 @@ def test_setup_makes_a_working_venv_from_debian_python_and_reuses_it(venv: Path)
     third = setup_venv(venv)
     assert third.returncode == 0, third.stderr[-3000:]
     assert "installing pykubelet" in third.stderr
-    assert "pyproject.toml or the extras changed" in third.stderr
+    assert "requirements.lock or pyproject.toml changed" in third.stderr

@@ -5,11 +5,13 @@ tests/integration/test_cluster_node.py)."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import V1NodeAddress, V1Taint
+from kubernetes_asyncio.client import V1Node, V1NodeAddress, V1Taint
 
+from pykubelet.api import from_dict
 from pykubelet.nodestatus import NodeStatusManager, NodeStatusOptions, birth_cry
 from pykubelet.nodestatus import setters as s
 from pykubelet.nodestatus.machine import MachineInfo, VersionInfo
@@ -231,6 +233,84 @@ async def test_fast_update_turns_ready_at_once(parts: Any) -> None:
     await asyncio.wait_for(m.fast_status_update_once(runtime_up), 5)
     assert checks == 3
     assert ready(api.nodes["n1"]) == "True"
+
+
+UNINITIALIZED = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true",
+                 "effect": "NoSchedule"}
+PROVIDED = "alpha.kubernetes.io/provided-node-ip"
+
+
+def external_manager(api: FakeNodeAPI, cache: FakeCache, recorder: Recorder, clock: Clock,
+                     node_ips: list[str], **options: Any) -> NodeStatusManager:
+    """A manager of a ``--cloud-provider=external`` kubelet with the real address setter."""
+    opts = NodeStatusOptions(node_name="n1", hostname="n1", external_cloud_provider=True,
+                             **options)
+    m = NodeStatusManager(opts, api, api, cache, recorder, clock=clock, sleep=no_sleep)
+    m.set_setters([s.node_address(node_ips, "n1", external_cloud_provider=True)])
+    return m
+
+
+def cloud_controller_initializes(api: FakeNodeAPI, cache: FakeCache) -> None:
+    """What the cloud controller manager does: its addresses, and the taint removed."""
+    stored = api.nodes["n1"]
+    stored["spec"]["taints"] = [t for t in stored["spec"]["taints"] if t != UNINITIALIZED]
+    stored["status"]["addresses"] = [{"type": "InternalIP", "address": "10.0.0.5"},
+                                     {"type": "ExternalIP", "address": "198.51.100.7"},
+                                     {"type": "Hostname", "address": "vm-1234"}]
+    cache.observe(from_dict(copy.deepcopy(stored), V1Node))
+
+
+async def test_external_provider_registers_tainted_with_the_node_ip_annotation(
+        parts: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(s, "validate_node_ip", lambda address: None)
+    api, cache, _, recorder, clock = parts
+    dedicated = V1Taint(key="dedicated", value="pyk", effect="NoSchedule")
+    m = external_manager(api, cache, recorder, clock, ["192.0.2.10"],
+                         register_with_taints=[dedicated])
+    await m.sync_node_status()
+    stored = api.nodes["n1"]
+    assert stored["spec"]["taints"] == [
+        {"key": "dedicated", "value": "pyk", "effect": "NoSchedule"}, UNINITIALIZED]
+    assert stored["metadata"]["annotations"][PROVIDED] == "192.0.2.10"
+    assert stored["status"]["addresses"] == [{"type": "InternalIP", "address": "192.0.2.10"},
+                                             {"type": "Hostname", "address": "n1"}]
+
+    cloud_controller_initializes(api, cache)
+    clock.now += 600  # past nodeStatusReportFrequency: the status is written again
+    await m.sync_node_status()
+    assert api.calls[-1] == "patch"
+    stored = api.nodes["n1"]
+    assert [a["address"] for a in stored["status"]["addresses"]] == [
+        "10.0.0.5", "198.51.100.7", "vm-1234"]
+    assert stored["spec"]["taints"] == [
+        {"key": "dedicated", "value": "pyk", "effect": "NoSchedule"}]
+    assert stored["metadata"]["annotations"][PROVIDED] == "192.0.2.10"
+
+    # A restarted kubelet finds the Node registered: the taint is not put back.
+    again = external_manager(api, FakeCache(), recorder, clock, ["192.0.2.10"])
+    await again.sync_node_status()
+    assert UNINITIALIZED not in api.nodes["n1"]["spec"]["taints"]
+    assert [a["address"] for a in api.nodes["n1"]["status"]["addresses"]] == [
+        "10.0.0.5", "198.51.100.7", "vm-1234"]
+
+
+async def test_without_external_provider_no_taint_and_a_stale_annotation_goes(
+        parts: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(s, "validate_node_ip", lambda address: None)
+    api, cache, _, recorder, clock = parts
+    await external_manager(api, FakeCache(), recorder, clock, ["192.0.2.10"]).sync_node_status()
+    assert PROVIDED in api.nodes["n1"]["metadata"]["annotations"]
+
+    # Restarted without --cloud-provider: the first status write drops the annotation.
+    plain = NodeStatusManager(NodeStatusOptions(node_name="n1", hostname="n1"), api, api,
+                              cache, recorder, clock=clock, sleep=no_sleep)
+    plain.set_setters([s.node_address(["192.0.2.10"], "n1")])
+    await plain.sync_node_status()
+    assert PROVIDED not in api.nodes["n1"]["metadata"].get("annotations", {})
+
+    fresh = FakeNodeAPI()
+    await manager(fresh, FakeCache(), Health(), recorder, clock).sync_node_status()
+    assert not fresh.nodes["n1"]["spec"].get("taints")
 
 
 async def test_birth_cry() -> None:

@@ -6,7 +6,13 @@ import datetime
 from fractions import Fraction
 
 import pytest
-from kubernetes_asyncio.client import V1Node, V1NodeCondition, V1NodeStatus, V1ObjectMeta
+from kubernetes_asyncio.client import (
+    V1Node,
+    V1NodeAddress,
+    V1NodeCondition,
+    V1NodeStatus,
+    V1ObjectMeta,
+)
 
 from pykubelet.nodestatus import setters as s
 from pykubelet.nodestatus.machine import MachineInfo, VersionInfo
@@ -199,3 +205,80 @@ async def test_hostname_that_is_an_ip_is_the_internal_ip() -> None:
     n = node()
     await s.node_address([], "192.0.2.10")(n)
     assert n.status.addresses[0].address == "192.0.2.10"
+
+
+# -- with --cloud-provider=external ------------------------------------------------------
+
+PROVIDED = "alpha.kubernetes.io/provided-node-ip"
+
+
+@pytest.fixture
+def any_node_ip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Documentation addresses pass as this host's own (the check is tested above)."""
+    monkeypatch.setattr(s, "validate_node_ip", lambda address: None)
+
+
+def pairs(n: V1Node) -> list[tuple[str, str]]:
+    return [(a.type, a.address) for a in n.status.addresses]
+
+
+@pytest.mark.usefixtures("any_node_ip")
+async def test_external_provider_gets_the_node_ip_annotation_and_first_addresses() -> None:
+    n = node()
+    await s.node_address(["192.0.2.10"], "host-a", external_cloud_provider=True)(n)
+    assert n.metadata.annotations == {PROVIDED: "192.0.2.10"}
+    # Nothing set them yet: the kubelet's own, until the cloud controller manager's.
+    assert pairs(n) == [("InternalIP", "192.0.2.10"), ("Hostname", "host-a")]
+
+    dual = node()
+    await s.node_address(["192.0.2.10", "2001:db8::10"], "host-a",
+                         external_cloud_provider=True)(dual)
+    assert dual.metadata.annotations == {PROVIDED: "192.0.2.10,2001:db8::10"}
+    assert pairs(dual) == [("InternalIP", "192.0.2.10"), ("InternalIP", "2001:db8::10"),
+                           ("Hostname", "host-a")]
+
+
+@pytest.mark.usefixtures("any_node_ip")
+async def test_external_provider_leaves_addresses_the_node_has_alone() -> None:
+    n = node()
+    n.metadata.annotations = {"team": "blue"}
+    from_cloud = [V1NodeAddress(type="InternalIP", address="10.0.0.5"),
+                  V1NodeAddress(type="ExternalIP", address="198.51.100.7"),
+                  V1NodeAddress(type="Hostname", address="vm-1234")]
+    n.status.addresses = list(from_cloud)
+    await s.node_address(["192.0.2.10"], "host-a", external_cloud_provider=True)(n)
+    assert n.status.addresses == from_cloud
+    assert n.metadata.annotations == {"team": "blue", PROVIDED: "192.0.2.10"}
+
+    # Without an external provider the kubelet's addresses replace them, as always.
+    await s.node_address(["192.0.2.10"], "host-a")(n)
+    assert pairs(n) == [("InternalIP", "192.0.2.10"), ("Hostname", "host-a")]
+
+
+async def test_external_provider_without_node_ip_waits_for_the_cloud_addresses() -> None:
+    n = node()
+    await s.node_address([], "host-a", external_cloud_provider=True)(n)
+    # No guessed InternalIP: only the Hostname, until the cloud controller manager's.
+    assert pairs(n) == [("Hostname", "host-a")]
+    assert not n.metadata.annotations
+
+
+@pytest.mark.usefixtures("any_node_ip")
+async def test_the_annotation_goes_when_no_longer_asked_for() -> None:
+    n = node()
+    n.metadata.annotations = {PROVIDED: "192.0.2.10", "team": "blue"}
+    await s.node_address([], "host-a", external_cloud_provider=True)(n)
+    assert n.metadata.annotations == {"team": "blue"}  # external, but no --node-ip
+
+    n.metadata.annotations = {PROVIDED: "192.0.2.10"}
+    await s.node_address(["192.0.2.10"], "host-a")(n)
+    assert not n.metadata.annotations  # --node-ip, but no external provider
+
+
+async def test_a_bad_node_ip_fails_before_anything_is_written() -> None:
+    n = node()
+    n.metadata.annotations = {PROVIDED: "192.0.2.99"}
+    with pytest.raises(ValueError, match="loopback"):
+        await s.node_address(["127.0.0.1"], "host-a", external_cloud_provider=True)(n)
+    assert n.metadata.annotations == {PROVIDED: "192.0.2.99"}
+    assert n.status.addresses is None

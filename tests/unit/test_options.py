@@ -140,9 +140,13 @@ def test_unknown_flags_and_stray_arguments_are_errors() -> None:
     assert any('unknown command "false"' in error for error in info.value.errors)
 
 
-def test_missing_flag_value_is_an_error() -> None:
-    with pytest.raises(ConfigurationError, match="expected one argument"):
+def test_missing_flag_value_is_an_error_in_the_go_kubelets_words() -> None:
+    with pytest.raises(ConfigurationError) as info:
         run("--port")
+    assert info.value.errors == ["flag needs an argument: --port"]
+    with pytest.raises(ConfigurationError) as info:
+        run("--node-labels")
+    assert info.value.errors == ["flag needs an argument: --node-labels"]
 
 
 def test_help_lists_grouped_flags_and_exits_zero() -> None:
@@ -189,20 +193,23 @@ def test_help_marks_flags_accepted_but_not_acted_on() -> None:
                  "--node-status-update-frequency"):
         assert mark not in help_entry(text, flag), flag
     # ...and node-local flags carry their own mark.
-    for flag in ("--cloud-provider", "--image-credential-provider-config"):
+    for flag in ("--image-credential-provider-config", "--pod-infra-container-image"):
         assert mark in help_entry(text, flag), flag
     for flag in ("--config", "--root-dir", "--lock-file", "--hostname-override",
-                 "--kubeconfig", "--bootstrap-kubeconfig", "--node-labels", "--cert-dir"):
+                 "--kubeconfig", "--bootstrap-kubeconfig", "--node-labels", "--cert-dir",
+                 "--cloud-provider"):
         assert mark not in help_entry(text, flag), flag
 
 
 def test_settings_not_acted_on_name_file_fields_and_given_flags(tmp_path: Path) -> None:
     path = config_file(tmp_path, "hairpinMode: hairpin-veth\nevictionHard: "
                                  "{memory.available: 100Mi}\nmaxPods: 20\n")
-    server = run(f"--config={path}", "--cloud-provider=external", "--cpu-manager-policy",
-                 "static", "--root-dir=/var/lib/pyk", "--max-pods=9", "--eviction-hard",
-                 "memory.available<200Mi", "--kubeconfig=/etc/kubelet.conf")
-    assert not_acted_on(server) == ["hairpinMode", "--cloud-provider", "--cpu-manager-policy"]
+    server = run(f"--config={path}", "--image-credential-provider-config=/etc/creds.yaml",
+                 "--cpu-manager-policy", "static", "--root-dir=/var/lib/pyk", "--max-pods=9",
+                 "--eviction-hard", "memory.available<200Mi", "--kubeconfig=/etc/kubelet.conf",
+                 "--cloud-provider=external")
+    assert not_acted_on(server) == ["hairpinMode", "--cpu-manager-policy",
+                                    "--image-credential-provider-config"]
     assert not_acted_on(run("--root-dir=/var/lib/pyk")) == []
 
 
@@ -248,6 +255,31 @@ def test_parsing_creates_nothing_on_disk(tmp_path: Path) -> None:
     run(f"--root-dir={root}", f"--cert-dir={root}/pki", f"--lock-file={root}/lock",
         f"--pod-manifest-path={root}/manifests")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cloud_provider_is_external_or_none() -> None:
+    assert run().flags.external_cloud_provider is False
+    assert run("--cloud-provider=").flags.external_cloud_provider is False
+    assert run("--cloud-provider=external").flags.external_cloud_provider is True
+
+
+@pytest.mark.parametrize("provider", ["aws", "gce", "External"])
+def test_a_built_in_cloud_provider_is_refused_naming_the_flag(provider: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        run(f"--cloud-provider={provider}")
+    assert info.value.errors == [
+        f'cloud provider "{provider}" was specified, but built-in cloud providers are '
+        f'disabled. Please set --cloud-provider=external and migrate to an external cloud '
+        f'provider']
+
+
+def test_a_refused_cloud_provider_is_reported_with_the_other_problems() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        run("--cloud-provider=openstack", "--node-ip=not-an-ip", "--healthz-port=70000")
+    text = str(info.value)
+    assert 'cloud provider "openstack" was specified' in text
+    assert 'invalid --node-ip "not-an-ip"' in text
+    assert "healthzPort (--healthz-port) 70000" in text
 
 
 def test_exit_on_lock_contention_needs_a_lock_file() -> None:
