@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 
 from kubernetes_asyncio.client import V1Container, V1Pod
 
@@ -71,28 +72,49 @@ def find_container(pod: V1Pod, name: str) -> V1Container:
     return found
 
 
+def _divisor(divisor: object) -> object:
+    """The divisor to use: one when none is given or it is zero.
+
+    The API server stores an omitted divisor as the zero quantity (``"0"``), so
+    zero, written any way (``"0"``, ``"0m"``, ``"0Mi"``), means the default.
+    """
+    if divisor is None or divisor == "":
+        return 1
+    return 1 if parse_quantity(divisor) == 0 else divisor
+
+
+def _unset_or_zero(values: Mapping[str, object], resource: str) -> bool:
+    value = values.get(resource)
+    return value is None or parse_quantity(value) == 0
+
+
 def resource_field_value(container: V1Container, resource_name: str, divisor: object, *,
                          node_cpu_millis: int, node_memory: int) -> str:
     """``resourceFieldRef`` of ``container``, rounded up in units of ``divisor``.
 
-    A limit the container does not set reads as the node's allocatable amount.
+    ``resource_name`` is ``requests.`` or ``limits.`` followed by ``cpu``, ``memory``,
+    ``ephemeral-storage`` or ``hugepages-<size>``. CPU is counted in millicores and
+    the divisor too (so ``1m`` gives millicores, the default ``1`` whole cores, rounded
+    up); the others in bytes, the divisor's own value rounded up to a whole byte.
+    A cpu or memory limit the container does not set (or sets to zero) reads as the
+    node's allocatable amount, ``node_cpu_millis`` and ``node_memory``.
     """
     kind, _, resource = (resource_name or "").partition(".")
-    values = container_limits(container) if kind == "limits" else container_requests(container)
-    divisor = divisor if divisor not in (None, "") else "1"
+    if kind not in ("limits", "requests"):
+        raise FieldPathError(f"unsupported container resource : {resource_name}")
+    limits = kind == "limits"
+    values = container_limits(container) if limits else container_requests(container)
     try:
+        unit = _divisor(divisor)
         if resource == "cpu":
-            if kind == "limits" and "cpu" not in values:
-                millis = node_cpu_millis
-            else:
-                millis = cpu_to_millis(values.get("cpu", 0))
-            return str(math.ceil(millis / cpu_to_millis(divisor)))
+            millis = (node_cpu_millis if limits and _unset_or_zero(values, "cpu")
+                      else cpu_to_millis(values.get("cpu", 0)))
+            return str(math.ceil(Fraction(millis, cpu_to_millis(unit))))
         if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
-            if kind == "limits" and resource not in values and resource == "memory":
-                amount: object = node_memory
-            else:
-                amount = memory_to_bytes(values.get(resource, 0))
-            return str(math.ceil(parse_quantity(amount) / parse_quantity(divisor)))
+            amount = (node_memory if limits and resource == "memory"
+                      and _unset_or_zero(values, "memory")
+                      else memory_to_bytes(values.get(resource, 0)))
+            return str(math.ceil(Fraction(amount, memory_to_bytes(unit))))
     except (QuantityError, ZeroDivisionError) as err:
         raise FieldPathError(f"invalid resourceFieldRef {resource_name}: {err}") from err
     raise FieldPathError(f"unsupported container resource : {resource_name}")

@@ -7,6 +7,8 @@ handlers (``HandlePodAdditions``...); ``pod_sync`` is the pod workers' syncer
 (``SyncPod``, ``SyncTerminatingPod``, ``SyncTerminatedPod``); ``sync_loop``
 is ``syncLoop``/``syncLoopIteration``, the one place where config updates,
 PLEG events, the sync ticker, housekeeping and probe results meet;
+``active_deadline`` fails pods past their ``activeDeadlineSeconds`` (asked by
+the sync tick and by every status generation);
 ``pod_manager`` keeps the desired pods; ``runtime_state`` tracks the
 runtime's health; ``getters`` names the directories under ``--root-dir``.
 The chain that calls into this package (``run`` → ``run_kubelet`` →

@@ -21,7 +21,7 @@ import asyncio
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kubernetes_asyncio.client import CoreV1Api, V1Node, V1Pod, V1PodStatus
@@ -37,6 +37,7 @@ from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
 from pykubelet.envvars import ServiceStore, service_env_for
 from pykubelet.events import WARNING
+from pykubelet.kubelet.active_deadline import ActiveDeadlineHandler
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import RootDirs, plugins_dir, pod_dir, pods_dir
 from pykubelet.kubelet.mirror_client import ApiMirrorClient, MirrorClient
@@ -53,7 +54,7 @@ from pykubelet.kubelet.resources import (
 )
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.kubelet.server_host import KubeletServerHost
-from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
+from pykubelet.kubelet.sync_loop import LoopInputs, get_pods_to_sync, sync_loop
 from pykubelet.kubelet.volume_host import VolumeHost
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
 from pykubelet.lifecycle.admission import (
@@ -63,6 +64,7 @@ from pykubelet.lifecycle.admission import (
     SysctlAllowlist,
 )
 from pykubelet.lifecycle.handlers import HandlerRunner
+from pykubelet.lifecycle.interfaces import PodSyncLoopHandler
 from pykubelet.nodestatus.resources import (
     CPU,
     MEMORY,
@@ -193,6 +195,10 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         cluster_domain=config.cluster_domain or "",
         resolv_conf=config.resolv_conf,
         node_name=node_name,
+        host_ip=host_ip,
+        # status.hostIP(s) in env: the Node's addresses, else this kubelet's node IP, as
+        # the pod status reports them. Bound late: the syncer, built below, reads the Node.
+        host_ips=lambda: syncer.host_ips(),
         serialize_image_pulls=config.serialize_image_pulls,
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
@@ -258,6 +264,10 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     probe_manager = ProbeManager(Prober(deps.runtime_service, deps.recorder), liveness=liveness,
                                  readiness=readiness, startup=startup,
                                  status_provider=status_manager.peek_pod_status)
+    # spec.activeDeadlineSeconds: the sync tick syncs a pod past its deadline (a sync loop
+    # handler), and that sync's status fails it (a pod sync handler).
+    active_deadline = ActiveDeadlineHandler(status_provider=status_manager.peek_pod_status,
+                                            recorder=deps.recorder)
     syncer = KubeletPodSyncer(
         PodSyncOptions(root_dir=flags.root_dir, host_ip=host_ip,
                        runtime_type=runtime.runtime_type, node_name=node_name),
@@ -268,6 +278,7 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         is_pod_termination_requested=lambda uid: pod_workers.is_pod_termination_requested(
             uid),
         container_manager=pod_cgroups, recorder=deps.recorder,
+        pod_sync_handlers=[active_deadline],
         # Bound late: the pod workers are built around the syncer.
         abnormal_termination=lambda uid: pod_workers.abnormal_termination(uid))
     pod_workers = PodWorkers(syncer, cache, resync_interval=seconds(config.sync_frequency),
@@ -299,6 +310,7 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         runtime_state=runtime_state, probe_manager=probe_manager, pod_workers=pod_workers,
         sources_ready=pod_config.sources_ready, node_view=node_view,
         admit_handlers=[with_sysctls, PredicateAdmitHandler(node_view.get_node_any_way)],
+        pod_sync_loop_handlers=[active_deadline],
         mirror_client=mirror_client,
         sync_loop_monitor=SyncLoopMonitor(
             threshold=max(2 * seconds(config.sync_frequency), 300.0)),
@@ -363,6 +375,7 @@ class Kubelet:
                  stats_provider: StatsProvider, node: NodeParts | None = None,
                  node_view: NodeView | None = None,
                  admit_handlers: list[PodAdmitHandler],
+                 pod_sync_loop_handlers: Sequence[PodSyncLoopHandler] = (),
                  mirror_client: MirrorClient | None = None,
                  resources: ResourceManagers | None = None,
                  volume_manager: VolumeManager | None = None,
@@ -389,6 +402,8 @@ class Kubelet:
         self.node = node
         self.node_view = node_view
         self.admit_handlers = admit_handlers
+        # Asked on every sync tick whether a pod needs a sync now (the active deadline).
+        self.pod_sync_loop_handlers = list(pod_sync_loop_handlers)
         self.mirror_client = mirror_client
         # Resource management: cgroups, eviction, garbage collection, log rotation.
         self.resources = resources
@@ -631,12 +646,10 @@ class Kubelet:
         return status is not None and is_terminal_phase(status.phase)
 
     def pods_to_sync(self) -> list[V1Pod]:
-        pods = []
-        for uid in self.pod_workers.work_queue.get_work():
-            pod = self.pod_manager.get_pod_by_uid(uid)
-            if pod is not None:
-                pods.append(pod)
-        return pods
+        """Upstream ``getPodsToSync``: due in the work queue, or wanted now by a handler."""
+        return get_pods_to_sync(pods=self.pod_manager.get_pods(),
+                                due_uids=self.pod_workers.work_queue.get_work(),
+                                sync_loop_handlers=self.pod_sync_loop_handlers)
 
     def on_probe_update(self, probe_type: str, update: ResultUpdate) -> None:
         """Readiness shows in the cached status at once; the pod sync that follows redoes it."""

@@ -16,7 +16,9 @@ against the allocatable the Node will report.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import ipaddress
 import socket
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -69,6 +71,25 @@ class LocalNode:
                                           allocatable=dict(allocatable)))
 
 
+def node_host_ips(node: V1Node | None) -> list[str]:
+    """The node's primary IP and, on a dual-stack node, one of the other family
+    (upstream ``GetNodeHostIPs``): InternalIP addresses before ExternalIP ones, in
+    the Node's order. Empty when the Node is unknown or lists no IP address."""
+    addresses = (node.status.addresses if node is not None and node.status is not None
+                 else None) or []
+    candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
+    for wanted in ("InternalIP", "ExternalIP"):
+        for address in addresses:
+            if address.type == wanted:
+                with contextlib.suppress(ValueError):
+                    candidates.append(ipaddress.ip_address(address.address))
+    if not candidates:
+        return []
+    primary = candidates[0]
+    other = next((ip for ip in candidates if ip.version != primary.version), None)
+    return [str(primary)] + ([str(other)] if other is not None else [])
+
+
 def _taint(taint: Any) -> V1Taint:
     if isinstance(taint, V1Taint):
         return taint
@@ -104,4 +125,4 @@ class NodeView:
         return str(node.metadata.uid)
 
 
-__all__ = ["LocalNode", "NodeCache", "NodeView"]
+__all__ = ["LocalNode", "NodeCache", "NodeView", "node_host_ips"]

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import copy
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -41,8 +41,10 @@ from pykubelet.container.helpers import running_pod_from_status
 from pykubelet.events import WARNING, EventRecorder
 from pykubelet.kubelet.getters import POD_SUBDIRECTORIES, pod_dir
 from pykubelet.kubelet.mirror_client import MirrorClient
+from pykubelet.kubelet.node_info import node_host_ips
 from pykubelet.kubelet.pod_manager import PodManager, is_mirror_pod_of
 from pykubelet.kubelet.runtime_state import RuntimeState
+from pykubelet.lifecycle.interfaces import PodSyncHandler
 from pykubelet.metrics.podstartup import POD_STARTUP_TRACKER
 from pykubelet.podworkers import KillPodOptions
 from pykubelet.prober.manager import ProbeManager
@@ -79,12 +81,15 @@ class KubeletPodSyncer:
                  recorder: EventRecorder | None = None,
                  abnormal_termination: Callable[[str], KillPodOptions | None] = lambda uid: None,
                  prefetch_env: Callable[[V1Pod], Awaitable[None]] | None = None,
+                 pod_sync_handlers: Sequence[PodSyncHandler] = (),
                  ) -> None:
         """``container_manager`` gives pods their cgroups (None: ``cgroupsPerQOS`` off);
         ``abnormal_termination`` is the pod workers' record of a kill that brings its own
         status (an eviction), applied to every status computed afterwards;
         ``prefetch_env`` reads the ConfigMaps and Secrets the pod's env names
-        before its containers are created."""
+        before its containers are created; ``pod_sync_handlers`` (upstream
+        ``PodSyncHandlers``: the active deadline) may have a pod failed by every status
+        computed for it."""
         self.options = options
         self.runtime = runtime
         self.status_manager = status_manager
@@ -100,6 +105,7 @@ class KubeletPodSyncer:
         self.recorder = recorder
         self.abnormal_termination = abnormal_termination
         self.prefetch_env = prefetch_env
+        self.pod_sync_handlers = list(pod_sync_handlers)
 
     async def make_pod_data_dirs(self, pod: V1Pod) -> None:
         """The pod's directory and its subdirectories, made in a worker thread when any is
@@ -111,17 +117,39 @@ class KubeletPodSyncer:
         if not all(os.path.isdir(path) for path in wanted):
             await asyncio.to_thread(_make_directories, wanted)
 
+    def host_ips(self) -> list[str]:
+        """The node's IPs, primary first (upstream ``getHostIPsAnyWay``): the Node's
+        addresses once the Node lists some, before that (standalone, or the first syncs
+        of a kubelet whose Node is not registered yet) the kubelet's own node IP.
+
+        Pod statuses report them as ``hostIP``/``hostIPs``, and the runtime manager
+        asks them (``ContainerOptions.host_ips``) for the ``status.hostIP`` env."""
+        from_node = node_host_ips(self.get_node())
+        if from_node:
+            return from_node
+        return [self.options.host_ip] if self.options.host_ip else []
+
     def _api_status(self, pod: V1Pod, status: PodStatus, terminal: bool = False) -> V1PodStatus:
         previous = self.status_manager.get_pod_status(pod_uid(pod))
+        host_ips = self.host_ips()
         api_status = generate_api_pod_status(
-            pod, status, self.reason_cache, host_ip=self.options.host_ip,
-            pod_is_terminal=terminal, previous=previous,
+            pod, status, self.reason_cache, host_ip=host_ips[0] if host_ips else "",
+            host_ips=host_ips,
+            pod_is_terminal=terminal, previous=previous, evicted=self._evicted(pod),
             readiness=lambda container_id: _succeeded(self.probe_manager.readiness, container_id),
             startup=lambda container_id: _succeeded(self.probe_manager.startup, container_id))
         abnormal = self.abnormal_termination(pod_uid(pod))
         if abnormal is not None and abnormal.pod_status_func is not None:
             abnormal.pod_status_func(api_status)
         return api_status
+
+    def _evicted(self, pod: V1Pod) -> tuple[str, str] | None:
+        """The (reason, message) of the first handler that wants ``pod`` failed, if any."""
+        for handler in self.pod_sync_handlers:
+            verdict = handler.should_evict(pod)
+            if verdict.evict:
+                return verdict.reason, verdict.message
+        return None
 
     async def sync_pod(self, update_type: SyncPodType, pod: V1Pod, mirror_pod: V1Pod | None,
                        pod_status: PodStatus) -> bool:

@@ -5,7 +5,9 @@ Upstream's ``syncLoop`` is a ``for`` around ``syncLoopIteration``, a Go
 
 - config updates (ADD/UPDATE/REMOVE/RECONCILE/DELETE from the pod sources),
 - PLEG events (the runtime changed under a pod),
-- the sync ticker (1 s: pods whose resync or retry time has come),
+- the sync ticker (1 s: pods whose resync or retry time has come, and pods an
+  internal module wants synced now, such as one past its active deadline:
+  ``get_pods_to_sync``),
 - the housekeeping ticker (2 s: clean up what no source wants any more),
 - probe results (the liveness, readiness and startup result managers).
 
@@ -20,15 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubernetes_asyncio.client import V1Pod
 
-from pykubelet.api import pod_ref
+from pykubelet.api import pod_ref, pod_uid
 from pykubelet.api.kubetypes import PodOperation, PodUpdate
 from pykubelet.container import PodLifecycleEvent, PodLifecycleEventType, ProbeResult
+from pykubelet.lifecycle.interfaces import PodSyncLoopHandler
 from pykubelet.prober.results import ResultUpdate
 from pykubelet.util import klog
 
@@ -116,6 +119,19 @@ class _Select:
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
+
+
+def get_pods_to_sync(*, pods: Iterable[V1Pod], due_uids: Iterable[str],
+                     sync_loop_handlers: Sequence[PodSyncLoopHandler]) -> list[V1Pod]:
+    """Upstream ``getPodsToSync``: what the sync tick hands to the pod workers.
+
+    Of ``pods`` (the pods the kubelet runs), those whose UID is due in the work
+    queue (``due_uids``: a resync or a retry), and those any handler wants synced
+    now although nothing is due for them (a pod past its active deadline).
+    """
+    due = set(due_uids)
+    return [pod for pod in pods
+            if pod_uid(pod) in due or any(h.should_sync(pod) for h in sync_loop_handlers)]
 
 
 def is_sync_pod_worthy(event: PodLifecycleEvent) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -122,7 +122,12 @@ class ContainerOptions:
     pod_dir: str
     node_name: str = ""
     pod_ips: list[str] = field(default_factory=list)
+    # The kubelet's own node IP: what ``status.hostIP`` reads when ``host_ips`` is unset.
     host_ip: str = ""
+    # The node's IPs as its Node reports them, asked at each container's creation
+    # (upstream ``getHostIPsAnyWay``), so the first start of a pod, before the API
+    # server has recorded its status.hostIP, already sees them. None for tests.
+    host_ips: Callable[[], Sequence[str]] | None = None
     pod_logs_dir: str = "/var/log/pods"
     cluster_domain: str = ""
     enforce_cpu_limits: bool = True
@@ -170,11 +175,17 @@ def _pod_ident(pod: V1Pod) -> str:
     return f"{meta.name}_{meta.namespace}({meta.uid})"
 
 
+def _host_ips(opts: ContainerOptions) -> list[str]:
+    """The node's IPs (primary first) for ``status.hostIP``/``status.hostIPs``."""
+    found = list(opts.host_ips()) if opts.host_ips is not None else []
+    return found or ([opts.host_ip] if opts.host_ip else [])
+
+
 def _pod_ips(pod: V1Pod, opts: ContainerOptions) -> list[str]:
     if opts.pod_ips:
         return list(opts.pod_ips)
-    if pod.spec is not None and pod.spec.host_network and opts.host_ip:
-        return [opts.host_ip]
+    if pod.spec is not None and pod.spec.host_network:
+        return _host_ips(opts)  # a host-network pod has the node's IPs
     return []
 
 
@@ -182,8 +193,7 @@ def _field_ref_value(pod: V1Pod, selector: V1ObjectFieldSelector,
                      opts: ContainerOptions) -> str:
     try:
         return field_ref_value(pod, selector.field_path or "", node_name=opts.node_name,
-                               pod_ips=_pod_ips(pod, opts),
-                               host_ips=[opts.host_ip] if opts.host_ip else [])
+                               pod_ips=_pod_ips(pod, opts), host_ips=_host_ips(opts))
     except FieldPathError as err:
         raise CreateContainerConfigError(str(err)) from err
 

@@ -102,6 +102,8 @@ class RuntimeManagerOptions:
     resolv_conf: str = "/etc/resolv.conf"
     node_name: str = ""
     host_ip: str = ""
+    # The node's IPs as its Node reports them (see ContainerOptions.host_ips).
+    host_ips: Callable[[], Sequence[str]] | None = None
     pod_cgroup_parent: Callable[[V1Pod], str] | None = None
     runtime_handler: str = ""
     serialize_image_pulls: bool = True
@@ -121,6 +123,7 @@ class RuntimeManagerOptions:
     def container_options(self) -> ContainerOptions:
         """The node-wide part of every container's options; pod_dir and pod_ips vary."""
         return ContainerOptions(pod_dir="", node_name=self.node_name, host_ip=self.host_ip,
+                                host_ips=self.host_ips,
                                 pod_logs_dir=self.pod_logs_dir, cluster_domain=self.cluster_domain,
                                 enforce_cpu_limits=self.cpu_cfs_quota,
                                 seccomp_default=self.seccomp_default,

@@ -101,6 +101,7 @@ def generate_api_pod_status(
     readiness: ProbeVerdict | None = None,
     startup: ProbeVerdict | None = None,
     previous: V1PodStatus | None = None,
+    evicted: tuple[str, str] | None = None,
     now: Callable[[], datetime] = _utcnow,
 ) -> V1PodStatus:
     """The API status of ``pod`` given the runtime's view of it.
@@ -110,7 +111,10 @@ def generate_api_pod_status(
     container id such as ``containerd://abc``, whether that container's probe
     has succeeded; they are asked only about running containers that declare
     such a probe. A running container without a readiness probe is ready; one
-    with a probe is not ready until ``readiness`` says so.
+    with a probe is not ready until ``readiness`` says so. ``evicted`` is the
+    (reason, message) of an internal module that wants the pod failed (upstream's
+    ``PodSyncHandlers``, e.g. an exceeded ``activeDeadlineSeconds``): the phase
+    becomes Failed with that reason and message, whatever the containers say.
     """
     spec = pod.spec
     api_status: V1PodStatus = pod.status or V1PodStatus()
@@ -151,11 +155,17 @@ def generate_api_pod_status(
         klog.error("Pod attempted illegal phase transition", pod=pod_ref(pod),
                    originalStatusPhase=api_status.phase, apiStatusPhase=phase)
         phase = api_status.phase
-    status.phase = phase
     if phase == old.phase:
         # Reason and message describe the phase (e.g. Evicted), so they live as long as it.
         status.reason = old.reason or api_status.reason
         status.message = old.message or api_status.message
+    if evicted is not None:
+        # The eviction's reason and message replace the phase's; a terminal phase the
+        # API already holds still stands (no phase leaves Succeeded or Failed).
+        status.reason, status.message = evicted
+        if api_status.phase not in TERMINAL_POD_PHASES:
+            phase = POD_FAILED
+    status.phase = phase
 
     conditions = [clone(c) for c in api_status.conditions or []
                   if c.type not in KUBELET_CONDITIONS]

@@ -101,6 +101,11 @@ def cluster(control_plane: ControlPlane, testbed: Testbed,
                                     tmp_path_factory.mktemp("cluster"),
                                     {"fileCheckFrequency": "5s", "maxPods": 20})
     try:
+        # The ServiceAccount admission plugin refuses pods until the namespace's default
+        # account exists (the controller manager makes it, in a second or so).
+        wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "default", "-n",
+                                                 namespace, check=False).returncode == 0,
+                   60, "the namespace's default service account")
         yield Cluster(control_plane, kubelet, namespace, testbed.busybox_image,
                       testbed.endpoint)
     finally:
@@ -174,6 +179,34 @@ def test_a_pod_deleted_through_the_api_is_stopped_and_removed_within_its_grace_p
     assert not running_containers(cluster.endpoint, uid)
     killing = [e for e in cluster.events(name) if e["reason"] == "Killing"]
     assert killing and "Stopping container app" in killing[0]["message"]
+
+
+def test_a_running_pod_whose_active_deadline_is_shortened_is_failed_deadline_exceeded(
+        cluster: Cluster) -> None:
+    """Upstream's conformance test "Pods should allow activeDeadlineSeconds to be updated"."""
+    name = unique("deadline")
+    cluster.create(name, grace=2)
+    cluster.wait_phase(name, "Running")
+    pod = cluster.pod(name)
+    assert pod is not None
+    uid = pod["metadata"]["uid"]
+    cluster.plane.kubectl("patch", "pod", "-n", cluster.namespace, name, "-p",
+                          json.dumps({"spec": {"activeDeadlineSeconds": 5}}))
+
+    status = wait_until(
+        lambda: (s := ((cluster.pod(name) or {}).get("status") or {})).get("phase") == "Failed"
+        and s, 60, f"pod {name} Failed", on_timeout=cluster.log_tail)
+    assert status["reason"] == "DeadlineExceeded"
+    assert status["message"] == "Pod was active on the node longer than the specified deadline"
+    wait_until(lambda: not running_containers(cluster.endpoint, uid), 30,
+               f"{name}'s containers stopped", on_timeout=cluster.log_tail)
+    wait_until(lambda: [e for e in cluster.events(name)
+                        if (e["reason"], e["type"]) == ("DeadlineExceeded", "Normal")],
+               30, "a Normal DeadlineExceeded event")
+    final = cluster.pod(name)
+    assert final is not None
+    assert (final["status"]["phase"], final["status"]["reason"]) == ("Failed", "DeadlineExceeded")
+    cluster.delete(name)
 
 
 def test_a_static_pod_is_mirrored_in_the_api(cluster: Cluster) -> None:

@@ -303,6 +303,46 @@ def test_env_from_every_source_shows_in_the_container(cluster: Cluster) -> None:
     cluster.delete(name)
 
 
+def test_resource_refs_without_divisor_read_as_divisor_one(cluster: Cluster) -> None:
+    """The API server stores an omitted divisor as the quantity 0 and serves "0";
+    the pod starts and env and files hold the values for the divisor 1."""
+    name = unique("nodiv")
+    ref = {"resource": "limits.cpu"}
+    cluster.create_pod(
+        name, "echo CPU_LIMIT=$CPU_LIMIT; echo FILE_MEM=$(cat /info/mem)",
+        volumes=[{"name": "info", "downwardAPI": {"items": [
+            {"path": "mem", "resourceFieldRef": {"containerName": "app",
+                                                 "resource": "limits.memory"}}]}}],
+        container={"resources": {"limits": {"cpu": "250m", "memory": "32Mi"}},
+                   "env": [{"name": "CPU_LIMIT", "valueFrom": {"resourceFieldRef": ref}}],
+                   "volumeMounts": [{"name": "info", "mountPath": "/info"}]})
+    pod = cluster.pod(name)
+    assert pod is not None
+    stored = pod["spec"]["containers"][0]["env"][0]["valueFrom"]["resourceFieldRef"]
+    assert stored["divisor"] == "0"
+    lines = set(cluster.wait_log(name, "DONE").splitlines())
+    assert "CPU_LIMIT=1" in lines  # a quarter core, rounded up
+    assert f"FILE_MEM={32 * 2**20}" in lines
+    cluster.delete(name)
+
+
+def test_host_ip_env_is_the_nodes_ip_from_the_first_start(cluster: Cluster) -> None:
+    """Upstream's e2e "should provide host IP as an env var": the first start of a pod,
+    before the API server has any hostIP of it, already has the Node's InternalIP."""
+    name = unique("hostip")
+    # The 1.20 API server refuses status.hostIPs (newer than it); hostIP only.
+    cluster.create_pod(
+        name, "echo HOST_IP=$HOST_IP",
+        container={"env": [{"name": "HOST_IP", "valueFrom": {"fieldRef": {
+            "fieldPath": "status.hostIP"}}}]})
+    lines = set(cluster.wait_log(name, "DONE").splitlines())
+    node = cluster.kubelet.node() or {}
+    internal = [a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"]
+    assert f"HOST_IP={internal[0]}" in lines
+    assert cluster.running(name)["status"]["hostIP"] == internal[0]
+    cluster.delete(name)
+
+
 def test_cache_strategy_follows_the_node_ttl_annotation(
         cluster: Cluster, control_plane: ControlPlane, testbed: Testbed,
         tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import urllib.request
-from datetime import datetime
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from tests.integration.kubelet_process import (
     remove_everything,
     runtime_view,
 )
+from tests.integration.test_volumes import wait_log
 from tests.testbed import POD_SUBNET, Testbed
 from tests.unit.hostile_input import hostile_manifests, refused_manifests_missing_from
 
@@ -211,6 +212,32 @@ def test_removing_the_file_stops_and_removes_everything(kubelet: KubeletProcess,
         c.state == 1 and c.labels.get("io.kubernetes.pod.uid") == uid
         for c in runtime_view(kubelet.endpoint)["containers"]), 30, "container stopped")
     kubelet.wait_for(all_gone, CONTAINER_GC_PERIOD + 30, "pod, sandbox and directory removed")
+
+
+def test_a_pod_past_its_active_deadline_is_failed_and_its_containers_stopped(
+        kubelet: KubeletProcess, testbed: Testbed) -> None:
+    # restartPolicy is Always (the default): the deadline ends the pod all the same.
+    kubelet.write_pod(busybox_pod("deadline", [sleeper("c")], testbed.busybox_image,
+                                  activeDeadlineSeconds=3, terminationGracePeriodSeconds=2))
+    status = kubelet.wait_phase("deadline", "Failed", timeout=30)
+    failed_seen = datetime.now(UTC)
+    assert status["reason"] == "DeadlineExceeded"
+    assert status["message"] == "Pod was active on the node longer than the specified deadline"
+    # Counted from the pod's startTime, and acted on by the sync tick within seconds.
+    active = (failed_seen - datetime.fromisoformat(status["startTime"].replace("Z", "+00:00")))
+    assert 3 <= active.total_seconds() <= 15, active
+    uid = kubelet.pod("deadline")["metadata"]["uid"]  # type: ignore[index]
+    kubelet.wait_for(lambda: not any(
+        c.state == 1 and c.labels.get("io.kubernetes.pod.uid") == uid
+        for c in runtime_view(kubelet.endpoint)["containers"]), 30, "containers stopped")
+    container = kubelet.wait_for(
+        lambda: "terminated" in (c := kubelet.container_status("deadline", "c"))["state"] and c,
+        30, "container reported terminated")
+    assert container["restartCount"] == 0
+    final = kubelet.status("deadline")
+    assert (final["phase"], final["reason"]) == ("Failed", "DeadlineExceeded")
+    events = kubelet.events("DeadlineExceeded")
+    assert events and all('type="Normal"' in line for line in events)
 
 
 def test_bad_manifest_beside_good_ones(kubelet: KubeletProcess, testbed: Testbed) -> None:
@@ -400,6 +427,23 @@ def test_host_port_reaches_the_container(kubelet: KubeletProcess, testbed: Testb
             return str(reply.read().decode())
 
     assert "served-by-pod" in kubelet.wait_for(fetch, 30, "page through the host port")
+
+
+def test_host_ip_env_is_the_node_ip_from_the_first_start(kubelet: KubeletProcess,
+                                                         testbed: Testbed) -> None:
+    """Upstream's e2e "should provide host IP as an env var": the first start of a pod,
+    before any status of it says its hostIP, already has the node's IP."""
+    def field(name: str, path: str) -> dict[str, Any]:
+        return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+    kubelet.write_pod(busybox_pod("hostip", [{
+        "name": "app", "command": ["sh", "-c", "echo HOST_IP=$HOST_IP HOST_IPS=$HOST_IPS; "
+                                               "echo DONE; sleep 3600"],
+        "env": [field("HOST_IP", "status.hostIP"), field("HOST_IPS", "status.hostIPs")]}],
+        testbed.busybox_image))
+    text = wait_log(kubelet, "hostip", "app", "DONE")
+    assert "HOST_IP=127.0.0.1 HOST_IPS=127.0.0.1" in text.splitlines()  # --node-ip
+    assert kubelet.status("hostip")["hostIP"] == "127.0.0.1"
 
 
 def test_hostile_manifests_leave_good_pods_running_and_healthz_answering(

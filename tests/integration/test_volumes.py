@@ -189,6 +189,41 @@ def test_downward_api_volume_files(kubelet: KubeletProcess, testbed: Testbed) ->
     assert "..data" in text
 
 
+def test_resource_refs_with_the_zero_divisor_the_api_server_stores_start_the_pod(
+        kubelet: KubeletProcess, testbed: Testbed) -> None:
+    """The API server stores an omitted ``divisor`` as "0": env and files read it as 1."""
+    def ref(resource: str, container: str | None = None) -> dict[str, Any]:
+        found = {"resource": resource, "divisor": "0"}
+        return {**found, "containerName": container} if container else found
+
+    pod = busybox_pod(
+        "zerodiv",
+        [{**script("app", "echo CPU_LIMIT=$CPU_LIMIT MEM_REQUEST=$MEM_REQUEST "
+                          "NODE_CPU=$NODE_CPU; "
+                          "echo FILE_CPU=$(cat /info/cpu) FILE_MEM=$(cat /info/mem)"),
+          "resources": {"limits": {"cpu": "1500m", "memory": "64Mi"},
+                        "requests": {"cpu": "250m", "memory": "32Mi"}},
+          "env": [{"name": "CPU_LIMIT", "valueFrom": {"resourceFieldRef": ref("limits.cpu")}},
+                  {"name": "MEM_REQUEST",
+                   "valueFrom": {"resourceFieldRef": ref("requests.memory")}},
+                  {"name": "NODE_CPU",
+                   "valueFrom": {"resourceFieldRef": ref("limits.cpu", "bare")}}],
+          "volumeMounts": [{"name": "info", "mountPath": "/info"}]}],
+        testbed.busybox_image,
+        volumes=[{"name": "info", "downwardAPI": {"items": [
+            {"path": "cpu", "resourceFieldRef": ref("limits.cpu", "app")},
+            {"path": "mem", "resourceFieldRef": ref("limits.memory", "app")}]}}],
+        initContainers=[{"name": "bare", "command": ["true"]}])
+    kubelet.write_pod(pod)
+    text = wait_log(kubelet, "zerodiv", "app", "DONE")
+    values = dict(item.split("=", 1) for line in text.splitlines()
+                  for item in line.split() if "=" in item)
+    assert values["CPU_LIMIT"] == "2"  # 1.5 cores, rounded up
+    assert values["MEM_REQUEST"] == str(32 * 2**20)
+    assert int(values["NODE_CPU"]) >= 1  # no limit: the node's allocatable cores
+    assert (values["FILE_CPU"], values["FILE_MEM"]) == ("2", str(64 * 2**20))
+
+
 def test_sub_path_and_sub_path_expr_and_traversal_refused(kubelet: KubeletProcess,
                                                           testbed: Testbed) -> None:
     pod = busybox_pod(

@@ -180,6 +180,52 @@ def test_resource_field_refs_use_divisor_and_node_allocatable(opts: ContainerOpt
     assert env["MEM_LIM"] == str(8 * GIB)
 
 
+def test_a_resource_field_ref_without_divisor_as_the_api_server_serves_it_starts(
+        opts: ContainerOptions) -> None:
+    """The API server stores an omitted divisor as the quantity 0 and serves it as "0":
+    that reads as the divisor 1, the same value as no divisor at all."""
+    def pod_with(divisor: str | None) -> Any:
+        ref: dict[str, str] = {"resource": "limits.cpu"}
+        mem: dict[str, str] = {"resource": "limits.memory"}
+        if divisor is not None:
+            ref["divisor"] = mem["divisor"] = divisor
+        return make_pod({"resources": {"limits": {"cpu": "1250m", "memory": "64Mi"}},
+                         "env": [{"name": "CPU_LIMIT", "valueFrom": {"resourceFieldRef": ref}},
+                                 {"name": "MEM_LIMIT", "valueFrom": {"resourceFieldRef": mem}}]})
+
+    served = pod_with("0")
+    assert served.spec.containers[0].env[0].value_from.resource_field_ref.divisor == "0"
+    env = env_of(config_for(served, opts))
+    assert env["CPU_LIMIT"] == "2"
+    assert env["MEM_LIMIT"] == str(64 * 2**20)
+    for other in (pod_with("1"), pod_with(None)):
+        same = env_of(config_for(other, opts))
+        assert (same["CPU_LIMIT"], same["MEM_LIMIT"]) == (env["CPU_LIMIT"], env["MEM_LIMIT"])
+    # No limit: the node's allocatable, with the stored zero divisor too.
+    unlimited = make_pod({"env": [{"name": "CPU_LIMIT", "valueFrom": {"resourceFieldRef": {
+        "resource": "limits.cpu", "divisor": "0"}}}]})
+    assert env_of(config_for(unlimited, opts))["CPU_LIMIT"] == "4"
+
+
+def test_host_ip_env_comes_from_the_node_before_the_pod_status_has_one(
+        opts: ContainerOptions) -> None:
+    """A pod's first start: its status has no hostIP yet, the env has the node's IPs."""
+    refs = {"HOST_IP": "status.hostIP", "HOST_IPS": "status.hostIPs", "POD_IP": "status.podIP"}
+    env = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in refs.items()]
+    pod = make_pod({"env": env})
+    assert pod.status is None
+    opts.host_ips = lambda: ["10.1.0.4", "fd00::4"]
+    first = env_of(config_for(pod, opts))
+    assert (first["HOST_IP"], first["HOST_IPS"]) == ("10.1.0.4", "10.1.0.4,fd00::4")
+    # A host-network pod has the node's IPs as its own.
+    host_network = make_pod({"env": env}, hostNetwork=True)
+    shared = env_of(config_for(host_network, dataclasses.replace(opts, pod_ips=[])))
+    assert shared["POD_IP"] == "10.1.0.4"
+    # The node lists no IP address yet: the kubelet's own node IP.
+    opts.host_ips = lambda: []
+    assert env_of(config_for(pod, opts))["HOST_IP"] == "192.168.1.5"
+
+
 class FakeEnvSource:
     def __init__(self, config_maps: Mapping[str, Mapping[str, str]]) -> None:
         self.config_maps = config_maps

@@ -21,6 +21,7 @@ from kubernetes_asyncio.client import (
     V1ResourceRequirements,
 )
 
+from pykubelet.api import pod_from_dict
 from pykubelet.volumemanager import SubPathError, resolve_subpath
 from pykubelet.volumemanager.atomic_writer import (
     DATA_DIR_NAME,
@@ -175,6 +176,30 @@ def test_downward_payload() -> None:
     with pytest.raises(VolumeError, match=r"unsupported fieldPath: spec\.bogus"):
         downward_payload(pod, [V1DownwardAPIVolumeFile(
             path="x", field_ref=V1ObjectFieldSelector(field_path="spec.bogus"))], 0o644, (1, 1))
+
+
+def test_downward_volume_file_of_a_resource_without_divisor_as_the_api_server_serves_it(
+        ) -> None:
+    """The API server serves an omitted divisor as "0": the file has the value for 1."""
+    def pod_with(divisor: str | None) -> V1Pod:
+        ref = {"containerName": "c", "resource": "limits.cpu"}
+        if divisor is not None:
+            ref["divisor"] = divisor
+        return pod_from_dict({
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u-1"},
+            "spec": {
+                "containers": [{"name": "c", "image": "busybox",
+                                "resources": {"limits": {"cpu": "1250m"}}}],
+                "volumes": [{"name": "info", "downwardAPI": {"items": [
+                    {"path": "cpu_limit", "resourceFieldRef": ref}]}}]}})
+
+    def cpu_file(pod: V1Pod) -> bytes:
+        return downward_payload(pod, pod.spec.volumes[0].downward_api.items, 0o644,
+                                (2000, 4096))["cpu_limit"].data
+
+    served = pod_with("0")
+    assert served.spec.volumes[0].downward_api.items[0].resource_field_ref.divisor == "0"
+    assert cpu_file(served) == cpu_file(pod_with("1")) == cpu_file(pod_with(None)) == b"2"
 
 
 def test_fs_group_ownership(tmp_path: Path) -> None:
