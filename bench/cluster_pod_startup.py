@@ -2,7 +2,7 @@
 
 What a cluster user waits for after ``kubectl create``: the pod, bound to
 pykubelet's node, shows ``phase: Running`` in the API. This script measures
-that on the real control plane (``tests/controlplane.py``) and the testbed's
+that on the real control plane (``testsupport/controlplane.py``) and the testbed's
 containerd, and puts it beside the raw CRI bound measured in the same run
 (``RunPodSandbox`` + ``CreateContainer`` + ``StartContainer`` called
 directly, from ``bench/pod_startup.py``):
@@ -43,27 +43,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from kubernetes_asyncio import client, config
 
-from kubernetes_asyncio import client, config  # noqa: E402
-
-from bench.apiproxy import CountingProxy, write_kubeconfig  # noqa: E402
-from bench.harness import (  # noqa: E402
+from bench.apiproxy import CountingProxy, write_kubeconfig
+from bench.harness import (
     BenchmarkError,
     RunningWatcher,
     cpu_seconds,
     percentile,
     remove_all_sandboxes,
 )
-from bench.pod_startup import Results, measure_raw  # noqa: E402
-from pykubelet.api import pod_from_dict  # noqa: E402
-from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
-from pykubelet.util.reflector import ApiListWatch, WatchEvent  # noqa: E402
-from tests.controlplane import ControlPlane, cached_binaries  # noqa: E402
-from tests.integration.kubelet_process import KubeletProcess  # noqa: E402
-from tests.testbed import Testbed  # noqa: E402
+from bench.pod_startup import Results, measure_raw
+from pykubelet.api import pod_from_dict
+from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.util.reflector import ApiListWatch, WatchEvent
+from testsupport.controlplane import ControlPlane, cached_binaries
+from testsupport.kubelet_process import KubeletProcess
+from testsupport.testbed import Testbed
 
 KUBELET_CONFIG: dict[str, Any] = {"syncFrequency": "1m", "fileCheckFrequency": "20s",
                                   "maxPods": 110}

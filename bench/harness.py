@@ -1,7 +1,7 @@
 """What the benchmarks share: the runtime-side detector, process figures, set-up and clean-up.
 
 Every benchmark here measures a real kubelet process on a private containerd
-(``tests/testbed.py``) beside a floor measured in the same run. The pieces
+(``testsupport/testbed.py``) beside a floor measured in the same run. The pieces
 they all need live here once: reading a process's CPU time and RSS, the CRI
 poll that sees a pod's container RUNNING (the same detector for every side),
 raw CRI pod starts built with pykubelet's own config generators, and the
@@ -27,26 +27,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from cri_api.v1 import api_pb2
 
-from cri_api.v1 import api_pb2  # noqa: E402
-
-from pykubelet.api import pod_from_dict  # noqa: E402
-from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
-from pykubelet.kuberuntime.container import MINIMUM_GRACE_PERIOD_SECONDS  # noqa: E402
-from pykubelet.kuberuntime.container_config import (  # noqa: E402
+from pykubelet.api import pod_from_dict
+from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.kuberuntime.container import MINIMUM_GRACE_PERIOD_SECONDS
+from pykubelet.kuberuntime.container_config import (
     ContainerOptions,
     generate_container_config,
 )
-from pykubelet.kuberuntime.labels import POD_NAME_LABEL  # noqa: E402
-from pykubelet.kuberuntime.sandbox_config import (  # noqa: E402
+from pykubelet.kuberuntime.labels import POD_NAME_LABEL
+from pykubelet.kuberuntime.sandbox_config import (
     SandboxOptions,
     generate_pod_sandbox_config,
 )
-from tests.integration.kubelet_process import NODE_NAME  # noqa: E402
-from tests.testbed import Testbed, TestbedError  # noqa: E402
+from testsupport.kubelet_process import NODE_NAME
+from testsupport.testbed import Testbed, TestbedError
 
 # Upstream defaults, so the idle figure is what a default node would pay;
 # the test helper's shorter periods are meant to make tests fast, not realistic.

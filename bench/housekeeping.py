@@ -34,30 +34,26 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.harness import remove_all_sandboxes  # noqa: E402
-from pykubelet.api import pod_from_dict  # noqa: E402
-from pykubelet.cm import CgroupManager, ContainerManager, NodeConfig  # noqa: E402
-from pykubelet.cm.cgroups import parse_cgroupfs_name  # noqa: E402
-from pykubelet.config.types import DEFAULT_EVICTION_HARD  # noqa: E402
-from pykubelet.config.units import parse_eviction_thresholds  # noqa: E402
-from pykubelet.cri import RemoteImageService, RemoteRuntimeService  # noqa: E402
-from pykubelet.eviction import (  # noqa: E402
+from bench.harness import remove_all_sandboxes
+from pykubelet.api import pod_from_dict
+from pykubelet.cm import CgroupManager, ContainerManager, NodeConfig
+from pykubelet.cm.cgroups import parse_cgroupfs_name
+from pykubelet.config.types import DEFAULT_EVICTION_HARD
+from pykubelet.config.units import parse_eviction_thresholds
+from pykubelet.cri import RemoteImageService, RemoteRuntimeService
+from pykubelet.eviction import (
     EvictionConfig,
     EvictionManager,
     SignalSources,
     observe,
     pod_usage,
 )
-from pykubelet.images import ImageGCManager, ImageGCPolicy  # noqa: E402
-from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions  # noqa: E402
-from pykubelet.kuberuntime.gc import ContainerGC  # noqa: E402
-from pykubelet.logs import ContainerLogManager, LogRotatePolicy  # noqa: E402
-from pykubelet.stats import ImageFsStatsProvider  # noqa: E402
-from tests.testbed import Testbed, TestbedError  # noqa: E402
+from pykubelet.images import ImageGCManager, ImageGCPolicy
+from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
+from pykubelet.kuberuntime.gc import ContainerGC
+from pykubelet.logs import ContainerLogManager, LogRotatePolicy
+from pykubelet.stats import ImageFsStatsProvider
+from testsupport.testbed import Testbed, TestbedError
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

@@ -30,11 +30,7 @@ from pathlib import Path
 
 import aiohttp
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.harness import (  # noqa: E402
+from bench.harness import (
     KUBELET_ARGS,
     KUBELET_CONFIG,
     SLEEP_COMMAND,
@@ -43,10 +39,10 @@ from bench.harness import (  # noqa: E402
     run_on_testbed,
     wait_all_reported_running,
 )
-from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
-from tests.integration.kubelet_process import NODE_NAME, KubeletProcess, busybox_pod  # noqa: E402
-from tests.pki import ClientCert, TestCA  # noqa: E402
-from tests.testbed import Testbed  # noqa: E402
+from pykubelet.cri.runtime import RemoteRuntimeService
+from testsupport.kubelet_process import NODE_NAME, KubeletProcess, busybox_pod
+from testsupport.pki import ClientCert, TestCA
+from testsupport.testbed import Testbed
 
 LOG_LINE = "0123456789" * 9 + "abcdefghi"  # 99 characters and a newline
 READY_TIMEOUT_SECONDS = 600.0

@@ -1,7 +1,7 @@
 """What keeping a node alive in a cluster costs pykubelet at idle: API requests and CPU.
 
-A real control plane (tests/controlplane.py) and a private containerd
-(tests/testbed.py); one pykubelet joins as a node with a node credential and
+A real control plane (testsupport/controlplane.py) and a private containerd
+(testsupport/testbed.py); one pykubelet joins as a node with a node credential and
 runs ``--pods`` static pods (busybox ``sleep``), on upstream's defaults:
 ``nodeStatusUpdateFrequency`` 10s, ``nodeStatusReportFrequency`` 5m,
 ``nodeLeaseDurationSeconds`` 40, ``--v=2``. Once the node is Ready and the pods
@@ -32,18 +32,14 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from tests.controlplane import ControlPlane, cached_binaries  # noqa: E402
-from tests.integration.cluster import ClusterKubelet, unique_node_name  # noqa: E402
-from tests.integration.kubelet_process import (  # noqa: E402
+from testsupport.cluster import ClusterKubelet, unique_node_name
+from testsupport.controlplane import ControlPlane, cached_binaries
+from testsupport.kubelet_process import (
     KubeletProcess,
     busybox_pod,
     remove_everything,
 )
-from tests.testbed import Testbed  # noqa: E402
+from testsupport.testbed import Testbed
 
 DEFAULTS = {"nodeStatusUpdateFrequency": "10s", "nodeStatusReportFrequency": "5m",
             "nodeLeaseDurationSeconds": 40, "syncFrequency": "1m", "fileCheckFrequency": "20s"}

@@ -3,7 +3,7 @@
 Raw CRI calls are the floor; the Go kubelet is what a user would run
 instead. Both kubelets run standalone (static pods from a manifests
 directory, cgroupfs, no API server) on one private containerd 1.6
-(``tests/testbed.py``), one at a time, in alternating order from round to
+(``testsupport/testbed.py``), one at a time, in alternating order from round to
 round so that a noisy stretch of time hits both alike. Each round also
 measures the raw CRI floor first, with no kubelet running (a kubelet kills
 pods it does not know).
@@ -36,7 +36,7 @@ minimum of 2 s (upstream's rule, also in v1.35): ``sleep`` as PID 1 ignores
 SIGTERM, so every deletion but the SIGTERM one waits out those 2 s.
 
 The Go kubelet is the binary built by ``scripts/testbed/controlplane-build.sh``
-from Debian's ``kubernetes`` source (see ``tests/controlplane.py``). It is kept
+from Debian's ``kubernetes`` source (see ``testsupport/controlplane.py``). It is kept
 from touching the host: no iptables chains, its own root, cert, log and
 cgroupRoot; it runs in a private mount namespace where the six kernel settings
 it would otherwise rewrite (``protectKernelDefaults: false``) are files already
@@ -44,7 +44,7 @@ holding the values it wants, so it finds nothing to change.
 
 With ``--cluster`` (or ``--cluster-only``, which skips the standalone kubelets
 but keeps the raw CRI floor), the same two kubelets then run as nodes of one
-real control plane (``tests/controlplane.py``), one at a time, in alternating
+real control plane (``testsupport/controlplane.py``), one at a time, in alternating
 order, each round under a new node name with that node's own client
 certificate (``system:node:NAME``) and the same settings as above, plus the
 host's address as ``--node-ip`` for both. Through the API, as a user sees it
@@ -85,13 +85,9 @@ import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.cluster_pod_startup import ApiRunningWatcher  # noqa: E402
-from bench.cluster_pod_startup import pod_manifest as pod_for_node  # noqa: E402
-from bench.harness import (  # noqa: E402
+from bench.cluster_pod_startup import ApiRunningWatcher
+from bench.cluster_pod_startup import pod_manifest as pod_for_node
+from bench.harness import (
     KUBELET_ARGS,
     KUBELET_CONFIG,
     SINGLE_RUN_PAUSE_SECONDS,
@@ -115,11 +111,11 @@ from bench.harness import (  # noqa: E402
     wait_all_reported_running,
     wait_pods_gone,
 )
-from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
-from pykubelet.kuberuntime.container import MINIMUM_GRACE_PERIOD_SECONDS  # noqa: E402
-from tests.controlplane import ControlPlane, ControlPlaneError, go_kubelet_binary  # noqa: E402
-from tests.integration.kubelet_process import KubeletProcess  # noqa: E402
-from tests.testbed import Testbed  # noqa: E402
+from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.kuberuntime.container import MINIMUM_GRACE_PERIOD_SECONDS
+from testsupport.controlplane import ControlPlane, ControlPlaneError, go_kubelet_binary
+from testsupport.kubelet_process import KubeletProcess
+from testsupport.testbed import Testbed
 
 PY_NODE = "peer-py"
 GO_NODE = "peer-go"

@@ -32,11 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.harness import (  # noqa: E402
+from bench.harness import (
     KUBELET_ARGS,
     KUBELET_CONFIG,
     SLEEP_COMMAND,
@@ -55,9 +51,9 @@ from bench.harness import (  # noqa: E402
     verdict,
     wait_all_reported_running,
 )
-from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
-from tests.integration.kubelet_process import NODE_NAME, KubeletProcess  # noqa: E402
-from tests.testbed import Testbed  # noqa: E402
+from pykubelet.cri.runtime import RemoteRuntimeService
+from testsupport.kubelet_process import NODE_NAME, KubeletProcess
+from testsupport.testbed import Testbed
 
 SINGLE_POD_OVERHEAD_TARGET_MS = 150.0
 MANY_PODS_RATIO_TARGET = 1.5

@@ -38,11 +38,7 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.harness import (  # noqa: E402
+from bench.harness import (
     KUBELET_ARGS,
     KUBELET_CONFIG,
     RSS_SAMPLE_SECONDS,
@@ -56,10 +52,10 @@ from bench.harness import (  # noqa: E402
     run_on_testbed,
     verdict,
 )
-from pykubelet.cri.runtime import RemoteRuntimeService  # noqa: E402
-from pykubelet.prober.metrics import PROBE_DURATION_BUCKETS  # noqa: E402
-from tests.integration.kubelet_process import KubeletProcess  # noqa: E402
-from tests.testbed import Testbed  # noqa: E402
+from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.prober.metrics import PROBE_DURATION_BUCKETS
+from testsupport.kubelet_process import KubeletProcess
+from testsupport.testbed import Testbed
 
 CPU_PERCENT_TARGET = 15.0
 PROBE_PERIOD_SECONDS = 1.0

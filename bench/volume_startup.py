@@ -1,7 +1,7 @@
 """What ConfigMap and Secret volumes cost a pod start, and the API requests by strategy.
 
 Two pods are started one at a time, ``--runs`` times each, on the real
-control plane (``tests/controlplane.py``) and the testbed's containerd,
+control plane (``testsupport/controlplane.py``) and the testbed's containerd,
 for each ``configMapAndSecretChangeDetectionStrategy`` (``Watch``, ``Cache``,
 ``Get``), each with a pykubelet of its own:
 
@@ -36,19 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from kubernetes_asyncio import client, config
 
-from kubernetes_asyncio import client, config  # noqa: E402
-
-from bench.apiproxy import CountingProxy, write_kubeconfig  # noqa: E402
-from bench.cluster_pod_startup import ApiRunningWatcher  # noqa: E402
-from bench.harness import BenchmarkError, clean_runtime, percentile  # noqa: E402
-from pykubelet.api import pod_from_dict  # noqa: E402
-from tests.controlplane import ControlPlane, cached_binaries  # noqa: E402
-from tests.integration.kubelet_process import KubeletProcess, unmount_pod_volumes  # noqa: E402
-from tests.testbed import Testbed  # noqa: E402
+from bench.apiproxy import CountingProxy, write_kubeconfig
+from bench.cluster_pod_startup import ApiRunningWatcher
+from bench.harness import BenchmarkError, clean_runtime, percentile
+from pykubelet.api import pod_from_dict
+from testsupport.controlplane import ControlPlane, cached_binaries
+from testsupport.kubelet_process import KubeletProcess, unmount_pod_volumes
+from testsupport.testbed import Testbed
 
 STRATEGIES = ("Watch", "Cache", "Get")
 KUBELET_ARGS = ["--v=2"]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run one benchmark of bench/ on the project venv: bash scripts/bench.sh NAME [ARGS...]
-# NAME is a benchmark of bench/ (pod_startup, probes, kubelet_api, peer); ARGS go to it
+# NAME is a benchmark of bench/ (pod_startup, probes, kubelet_api, peer), run as the
+# module bench.NAME from the checkout root; ARGS go to it
 # (see bench/README.md).
 # Needs root (containerd): as another user it runs itself again through sudo.
 # Installs what it needs first, as scripts/test.sh does.
@@ -20,4 +21,4 @@ name="$1"
 shift
 bash scripts/testbed/install.sh
 pyk_venv
-exec "$PYK_PYTHON" "bench/$name.py" "$@"
+exec "$PYK_PYTHON" -m "bench.$name" "$@"

@@ -114,13 +114,25 @@ pyk_ensure_ensurepip() {
     rm -f "$apt_log"
 }
 
-# The stamp: the hashes of the lock and of pyproject.toml (its entry point and
-# package list shape the editable install), and the checkout the editable
-# install points at.
+# The stamp: the hashes of the lock and of what pyproject.toml says about the
+# install (its [project] and [build-system] tables: entry points, packages,
+# dependencies; not the tools' settings, whose edits need no new venv), and the
+# checkout the editable install points at.
 pyk_stamp_line() {
     local lock_hash project_hash
     lock_hash="$(sha256sum "$PYK_REPO/requirements.lock" | cut -d' ' -f1)"
-    project_hash="$(sha256sum "$PYK_REPO/pyproject.toml" | cut -d' ' -f1)"
+    project_hash="$("$(pyk_pick_python)" - "$PYK_REPO/pyproject.toml" <<'PY'
+import hashlib
+import json
+import sys
+import tomllib
+
+with open(sys.argv[1], "rb") as f:
+    project = tomllib.load(f)
+install = {key: project.get(key) for key in ("project", "build-system")}
+print(hashlib.sha256(json.dumps(install, sort_keys=True).encode()).hexdigest())
+PY
+)"
     echo "lock=$lock_hash pyproject=$project_hash source=$PYK_REPO"
 }
 

@@ -44,7 +44,7 @@ for dist in sorted(metadata.distributions(), key=lambda d: canonicalize_name(d.m
 PY
 
 echo "== ruff"
-"$venv/bin/python" -m ruff check pykubelet tests bench
+"$venv/bin/python" -m ruff check pykubelet tests bench testsupport
 echo "== mypy"
 "$venv/bin/python" -m mypy
 echo "== pytest (unit)"

@@ -21,7 +21,7 @@ bash scripts/testbed/controlplane-build.sh >/dev/null
 pyk_venv
 
 echo "== ruff"
-"$PYK_PYTHON" -m ruff check pykubelet tests bench
+"$PYK_PYTHON" -m ruff check pykubelet tests bench testsupport
 echo "== mypy"
 "$PYK_PYTHON" -m mypy
 echo "== pytest"

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.controlplane import ControlPlane, running_control_plane
-from tests.testbed import Testbed, TestbedError
+from testsupport.controlplane import ControlPlane, running_control_plane
+from testsupport.testbed import Testbed, TestbedError
 
 
 @pytest.fixture(scope="session")

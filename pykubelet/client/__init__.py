@@ -26,6 +26,7 @@ from kubernetes_asyncio.client import VersionApi
 from pykubelet.client.apiclient import KubeletApiClient, describe_error
 from pykubelet.client.kubeconfig import KubeconfigError, RestConfig, load_rest_config
 from pykubelet.config.types import KubeletConfiguration
+from pykubelet.config.units import seconds
 from pykubelet.util import klog
 
 # client-go's defaults for a rest.Config whose QPS / Burst are left at 0.
@@ -45,14 +46,9 @@ class ServerUnreachableError(Exception):
         self.reason = reason
 
 
-def _seconds(value: object) -> float:
-    total = getattr(value, "total_seconds", None)
-    return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
-
-
 def heartbeat_timeout(config: KubeletConfiguration) -> float:
     """min(``nodeStatusUpdateFrequency``, ``nodeLeaseDurationSeconds``), in seconds."""
-    return min(_seconds(config.node_status_update_frequency),
+    return min(seconds(config.node_status_update_frequency),
                float(config.node_lease_duration_seconds))
 
 

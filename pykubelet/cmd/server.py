@@ -39,12 +39,13 @@ from pykubelet.cmd.options import not_acted_on
 from pykubelet.cmd.serving import serving_ssl_context
 from pykubelet.config.codec import configz_body
 from pykubelet.config.server import KubeletServer
+from pykubelet.config.units import seconds
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
 from pykubelet.events import LoggingRecorder
 from pykubelet.events.broadcaster import ApiEventSink, EventBroadcaster
 from pykubelet.kubelet.dependencies import Dependencies
-from pykubelet.kubelet.kubelet import Kubelet, make_pod_source_config, new_main_kubelet, seconds
+from pykubelet.kubelet.kubelet import Kubelet, make_pod_source_config, new_main_kubelet
 from pykubelet.kubelet.node_status import new_node_informer
 from pykubelet.metrics import KUBELET_REGISTRY
 from pykubelet.nodestatus import birth_cry as node_birth_cry

@@ -13,21 +13,16 @@ from __future__ import annotations
 
 import platform
 import subprocess
-import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pykubelet
-from pykubelet.api.wellknown import KUBERNETES_VERSION
+from pykubelet.api.wellknown import KUBERNETES_VERSION, go_arch, go_os
 from pykubelet.config.types import API_VERSION
 
 # upstream's value when the build does not stamp a date
 UNSET_BUILD_DATE = "1970-01-01T00:00:00Z"
 GIT_TIMEOUT_SECONDS = 5.0
-# Go's GOARCH names for what platform.machine() reports.
-_GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
-           "armv7l": "arm", "i686": "386", "i386": "386", "ppc64le": "ppc64le",
-           "s390x": "s390x", "riscv64": "riscv64"}
 
 
 @dataclass(frozen=True)
@@ -100,12 +95,11 @@ def get() -> Info:
             changes = _git(checkout, "status", "--porcelain", "--untracked-files=no")
             if changes is not None:
                 tree_state = "dirty" if changes else "clean"
-    machine = platform.machine().lower()
     return Info(
         Major=major, Minor=minor,
         GitVersion=f"v{pykubelet.__version__}",
         GitCommit=commit, GitTreeState=tree_state,
         GoVersion=f"python{platform.python_version()}",
         Compiler=platform.python_implementation().lower(),
-        Platform=f"{sys.platform}/{_GOARCH.get(machine, machine)}",
+        Platform=f"{go_os()}/{go_arch()}",
     )

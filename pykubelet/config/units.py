@@ -154,6 +154,12 @@ class Duration:
         return format_duration(self.nanoseconds)
 
 
+def seconds(value: Duration | float) -> float:
+    """A configuration duration (a ``Duration``, or a number of seconds) in seconds."""
+    total = getattr(value, "total_seconds", None)
+    return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
+
+
 _PERCENTAGE: Final = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _QUANTITY_SHAPE: Final = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 _BINARY_SUFFIXES: Final[dict[str, int]] = {

@@ -15,12 +15,7 @@ from typing import Any
 import grpc
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
-from pykubelet.cri.errors import (
-    CRIError,
-    InvalidResponseError,
-    RuntimeUnavailableError,
-    UnsupportedAPIError,
-)
+from pykubelet.cri.errors import CRIError, RuntimeUnavailableError, UnsupportedAPIError
 from pykubelet.cri.runtime import DEFAULT_REQUEST_TIMEOUT, GrpcConnection, check_socket
 from pykubelet.util import klog
 
@@ -81,23 +76,15 @@ class RemoteImageService(GrpcConnection):
 
     async def image_status(self, image: str, verbose: bool = False) -> api_pb2.Image | None:
         """The runtime's record of ``image`` (a name or id), or None when it does not have it."""
-        method = "ImageStatus"
-        self._log_call(method, image=image, timeout=self.request_timeout)
         request = api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=image),
                                              verbose=verbose)
-        try:
-            response: api_pb2.ImageStatusResponse = await self._invoke(
-                self._stub(), method, request, self.request_timeout)
-            if response.HasField("image") and (not response.image.id
-                                               or not response.image.size):
-                raise InvalidResponseError(method,
-                                           f"Id or size of image {image!r} is not set")
-        except CRIError as err:
-            self._log_failure(err, method, image=image)
-            raise
-        found = response.image if response.HasField("image") else None
-        self._log_response(method, image=image, present=found is not None)
-        return found
+        response: api_pb2.ImageStatusResponse = await self._call(
+            "ImageStatus", request, timeout=self.request_timeout, names={"image": image},
+            invalid=lambda r: (f"Id or size of image {image!r} is not set"
+                               if r.HasField("image") and (not r.image.id or not r.image.size)
+                               else None),
+            answer=lambda r: {"present": r.HasField("image")})
+        return response.image if response.HasField("image") else None
 
     async def pull_image(self, image: str, auth: api_pb2.AuthConfig | None = None,
                          sandbox_config: api_pb2.PodSandboxConfig | None = None) -> str:
@@ -106,47 +93,30 @@ class RemoteImageService(GrpcConnection):
         No deadline: big images take as long as they take; cancel the task to give up.
         """
         method = "PullImage"
-        self._log_call(method, image=image)
         request = api_pb2.PullImageRequest(image=api_pb2.ImageSpec(image=image), auth=auth,
                                            sandbox_config=sandbox_config)
-        try:
-            response: api_pb2.PullImageResponse = await self._invoke(
-                self._stub(), method, request, None)
-        except RuntimeUnavailableError as err:
-            self._log_failure(err, method, image=image)
-            raise
-        except CRIError as err:
-            self._log_failure(err, method, image=image)
-            raise ImagePullError(method, err.code, err.details) from err
-        if not response.image_ref:
-            invalid = InvalidResponseError(method, f"imageRef of image {image!r} is not set")
-            self._log_failure(invalid, method, image=image)
-            raise invalid
-        self._log_response(method, image=image, imageRef=response.image_ref)
+
+        def pull_failed(err: CRIError) -> CRIError:
+            if isinstance(err, RuntimeUnavailableError):
+                return err
+            return ImagePullError(method, err.code, err.details)
+
+        response: api_pb2.PullImageResponse = await self._call(
+            method, request, timeout=None, names={"image": image}, call_log={"image": image},
+            translate=pull_failed,
+            invalid=lambda r: None if r.image_ref else f"imageRef of image {image!r} is not set",
+            answer=lambda r: {"imageRef": r.image_ref})
         return response.image_ref
 
     async def remove_image(self, image: str) -> None:
-        method = "RemoveImage"
-        self._log_call(method, image=image, timeout=self.request_timeout)
-        try:
-            await self._invoke(self._stub(), method,
-                               api_pb2.RemoveImageRequest(image=api_pb2.ImageSpec(image=image)),
-                               self.request_timeout)
-        except CRIError as err:
-            self._log_failure(err, method, image=image)
-            raise
-        self._log_response(method, image=image)
+        await self._call("RemoveImage",
+                         api_pb2.RemoveImageRequest(image=api_pb2.ImageSpec(image=image)),
+                         timeout=self.request_timeout, names={"image": image})
 
     async def image_fs_info(self) -> api_pb2.ImageFsInfoResponse:
-        method = "ImageFsInfo"
-        self._log_call(method, timeout=self.request_timeout)
-        try:
-            response: api_pb2.ImageFsInfoResponse = await self._invoke(
-                self._stub(), method, api_pb2.ImageFsInfoRequest(), self.request_timeout)
-        except CRIError as err:
-            self._log_failure(err, method)
-            raise
-        self._log_response(method, filesystems=len(response.image_filesystems))
+        response: api_pb2.ImageFsInfoResponse = await self._call(
+            "ImageFsInfo", api_pb2.ImageFsInfoRequest(), timeout=self.request_timeout,
+            answer=lambda r: {"filesystems": len(r.image_filesystems)})
         return response
 
 

@@ -19,7 +19,7 @@ import math
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,18 +189,59 @@ class GrpcConnection:
             record_runtime_operation(method, started, failed,
                                      getattr(request, "runtime_handler", ""))
 
+    async def _call(self, method: str, request: Message, *, timeout: float | None,
+                    names: Mapping[str, Any] | None = None,
+                    call_log: Mapping[str, Any] | None = None,
+                    failure_log: Mapping[str, Any] | None = None,
+                    invalid: Callable[[Any], str | None] | None = None,
+                    answer: Callable[[Any], Mapping[str, Any]] | None = None,
+                    log_failure_if: Callable[[CRIError], bool] | None = None,
+                    translate: Callable[[CRIError], CRIError] | None = None) -> Any:
+        """One CRI call by the rules every call follows; returns the runtime's answer.
+
+        ``names`` (the objects the call is about) go on each of its log lines:
+        the call at ``--v=10`` (``call_log`` instead, when given; otherwise
+        ``names`` and the ``timeout``), the error line of a failure
+        (``failure_log`` instead, when given; only when ``log_failure_if``
+        allows it) and the answer at ``--v=10`` with what ``answer`` picks
+        from it. ``timeout`` is the deadline in seconds (None: none).
+
+        A failed RPC raises its ``CRIError``, or what ``translate`` makes of
+        it; an answer of which ``invalid`` says what is wrong raises
+        ``InvalidResponseError`` with that text.
+        """
+        names = names or {}
+        self._log_call(method, **(call_log if call_log is not None
+                                  else {**names, "timeout": timeout}))
+
+        def fail(err: CRIError) -> None:
+            if log_failure_if is None or log_failure_if(err):
+                self._log_failure(err, method,
+                                  **(failure_log if failure_log is not None else names))
+
+        try:
+            response = await self._invoke(self._stub(), method, request, timeout)
+        except CRIError as err:
+            fail(err)
+            translated = err if translate is None else translate(err)
+            if translated is err:
+                raise
+            raise translated from err
+        problem = None if invalid is None else invalid(response)
+        if problem is not None:
+            rejected = InvalidResponseError(method, problem)
+            fail(rejected)
+            raise rejected
+        self._log_response(method, **names, **({} if answer is None else answer(response)))
+        return response
+
     async def _list(self, method: str, request: Message, field: str,
                     filter: Message | None) -> list[Any]:
-        """A List* call: log it, run it with the request timeout, return the repeated field."""
-        self._log_call(method, filter=OneLine(filter), timeout=self.request_timeout)
-        try:
-            response = await self._invoke(self._stub(), method, request, self.request_timeout)
-        except CRIError as err:
-            self._log_failure(err, method, filter=OneLine(filter))
-            raise
-        items = list(getattr(response, field))
-        self._log_response(method, filter=OneLine(filter), items=len(items))
-        return items
+        """A List* call with the request timeout; returns the repeated ``field`` of the answer."""
+        response = await self._call(method, request, timeout=self.request_timeout,
+                                    names={"filter": OneLine(filter)},
+                                    answer=lambda r: {"items": len(getattr(r, field))})
+        return list(getattr(response, field))
 
     def _stub(self) -> Any:
         """The service's generated stub on the open channel (each service has its own)."""
@@ -265,77 +306,43 @@ class RemoteRuntimeService(GrpcConnection):
         return response
 
     async def version(self) -> api_pb2.VersionResponse:
-        method = "Version"
-        self._log_call(method, timeout=self.request_timeout)
-        try:
-            response: api_pb2.VersionResponse = await self._invoke(
-                self._stub(), method, api_pb2.VersionRequest(version=KUBE_RUNTIME_API_VERSION),
-                self.request_timeout)
-            missing = [name for name, value in (
-                ("Version", response.version),
-                ("RuntimeName", response.runtime_name),
-                ("RuntimeApiVersion", response.runtime_api_version),
-                ("RuntimeVersion", response.runtime_version)) if not value]
-            if missing:
-                raise InvalidResponseError(
-                    method, f"not all fields are set in VersionResponse (missing "
-                            f"{', '.join(missing)})")
-        except CRIError as err:
-            self._log_failure(err, method)
-            raise
-        self._log_response(method, version=OneLine(response))
+        response: api_pb2.VersionResponse = await self._call(
+            "Version", api_pb2.VersionRequest(version=KUBE_RUNTIME_API_VERSION),
+            timeout=self.request_timeout, invalid=_version_problem,
+            answer=lambda r: {"version": OneLine(r)})
         return response
 
     async def status(self, verbose: bool = False) -> api_pb2.StatusResponse:
-        method = "Status"
-        self._log_call(method, timeout=self.request_timeout)
-        try:
-            response: api_pb2.StatusResponse = await self._invoke(
-                self._stub(), method, api_pb2.StatusRequest(verbose=verbose),
-                self.request_timeout)
-            if not response.HasField("status") or len(response.status.conditions) < 2:
-                raise InvalidResponseError(method,
-                                           "RuntimeReady or NetworkReady condition are not set")
-        except CRIError as err:
-            self._log_failure(err, method)
-            raise
-        self._log_response(method, status=OneLine(response.status))
+        response: api_pb2.StatusResponse = await self._call(
+            "Status", api_pb2.StatusRequest(verbose=verbose), timeout=self.request_timeout,
+            invalid=lambda r: (None if r.HasField("status") and len(r.status.conditions) >= 2
+                               else "RuntimeReady or NetworkReady condition are not set"),
+            answer=lambda r: {"status": OneLine(r.status)})
         return response
 
     async def runtime_config(self) -> api_pb2.RuntimeConfigResponse:
         """The runtime's Linux settings (its cgroup driver); Unimplemented on containerd < 1.7."""
-        method = "RuntimeConfig"
-        self._log_call(method, timeout=self.request_timeout)
-        try:
-            response: api_pb2.RuntimeConfigResponse = await self._invoke(
-                self._stub(), method, api_pb2.RuntimeConfigRequest(), self.request_timeout)
-        except CRIError as err:
-            self._log_failure(err, method)
-            raise
-        self._log_response(method, config=OneLine(response))
+        response: api_pb2.RuntimeConfigResponse = await self._call(
+            "RuntimeConfig", api_pb2.RuntimeConfigRequest(), timeout=self.request_timeout,
+            answer=lambda r: {"config": OneLine(r)})
         return response
 
     # Sandboxes
 
     async def run_pod_sandbox(self, config: api_pb2.PodSandboxConfig,
                               runtime_handler: str = "") -> str:
-        method = "RunPodSandbox"
         # Starting a sandbox includes network setup, so it gets twice the
         # normal deadline, as in the Go kubelet (4m by default).
         timeout = self.request_timeout * 2
-        self._log_call(method, config=OneLine(config), runtimeHandler=runtime_handler,
-                       timeout=timeout)
-        request = api_pb2.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler)
-        try:
-            response: api_pb2.RunPodSandboxResponse = await self._invoke(
-                self._stub(), method, request, timeout)
-            if not response.pod_sandbox_id:
-                raise InvalidResponseError(
-                    method, f"PodSandboxId is not set for sandbox {OneLine(config.metadata)}")
-        except CRIError as err:
-            self._log_failure(err, method)
-            raise
-        self._log_response(method, podSandboxID=response.pod_sandbox_id)
+        response: api_pb2.RunPodSandboxResponse = await self._call(
+            "RunPodSandbox",
+            api_pb2.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler),
+            timeout=timeout,
+            call_log={"config": OneLine(config), "runtimeHandler": runtime_handler,
+                      "timeout": timeout},
+            invalid=lambda r: (None if r.pod_sandbox_id else
+                               f"PodSandboxId is not set for sandbox {OneLine(config.metadata)}"),
+            answer=lambda r: {"podSandboxID": r.pod_sandbox_id})
         return response.pod_sandbox_id
 
     async def stop_pod_sandbox(self, sandbox_id: str) -> None:
@@ -350,20 +357,15 @@ class RemoteRuntimeService(GrpcConnection):
 
     async def pod_sandbox_status(self, sandbox_id: str,
                                  verbose: bool = False) -> api_pb2.PodSandboxStatusResponse:
-        method = "PodSandboxStatus"
-        self._log_call(method, podSandboxID=sandbox_id, timeout=self.request_timeout)
-        request = api_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id, verbose=verbose)
-        try:
-            response: api_pb2.PodSandboxStatusResponse = await self._invoke(
-                self._stub(), method, request, self.request_timeout)
-            if response.HasField("status"):
-                _verify_sandbox_status(method, response.status)
-        except CRIError as err:
-            # Upstream stays silent here: callers ask about sandboxes that may be gone.
-            if isinstance(err, InvalidResponseError):
-                self._log_failure(err, method, podSandboxID=sandbox_id)
-            raise
-        self._log_response(method, podSandboxID=sandbox_id, status=OneLine(response.status))
+        response: api_pb2.PodSandboxStatusResponse = await self._call(
+            "PodSandboxStatus",
+            api_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id, verbose=verbose),
+            timeout=self.request_timeout, names={"podSandboxID": sandbox_id},
+            invalid=lambda r: _sandbox_status_problem(r.status) if r.HasField("status") else None,
+            # Upstream stays silent about failed calls here: callers ask about
+            # sandboxes that may be gone. Answers it cannot use are logged.
+            log_failure_if=lambda err: isinstance(err, InvalidResponseError),
+            answer=lambda r: {"status": OneLine(r.status)})
         return response
 
     async def list_pod_sandboxes(
@@ -375,20 +377,14 @@ class RemoteRuntimeService(GrpcConnection):
 
     async def create_container(self, sandbox_id: str, config: api_pb2.ContainerConfig,
                                sandbox_config: api_pb2.PodSandboxConfig) -> str:
-        method = "CreateContainer"
-        self._log_call(method, podSandboxID=sandbox_id, timeout=self.request_timeout)
         request = api_pb2.CreateContainerRequest(pod_sandbox_id=sandbox_id, config=config,
                                                  sandbox_config=sandbox_config)
-        try:
-            response: api_pb2.CreateContainerResponse = await self._invoke(
-                self._stub(), method, request, self.request_timeout)
-            if not response.container_id:
-                raise InvalidResponseError(
-                    method, f"ContainerId is not set for container {OneLine(config.metadata)}")
-        except CRIError as err:
-            self._log_failure(err, method, podSandboxID=sandbox_id)
-            raise
-        self._log_response(method, podSandboxID=sandbox_id, containerID=response.container_id)
+        response: api_pb2.CreateContainerResponse = await self._call(
+            "CreateContainer", request, timeout=self.request_timeout,
+            names={"podSandboxID": sandbox_id},
+            invalid=lambda r: (None if r.container_id else
+                               f"ContainerId is not set for container {OneLine(config.metadata)}"),
+            answer=lambda r: {"containerID": r.container_id})
         return response.container_id
 
     async def start_container(self, container_id: str) -> None:
@@ -419,20 +415,15 @@ class RemoteRuntimeService(GrpcConnection):
 
     async def container_status(self, container_id: str,
                                verbose: bool = False) -> api_pb2.ContainerStatusResponse:
-        method = "ContainerStatus"
-        self._log_call(method, containerID=container_id, timeout=self.request_timeout)
-        request = api_pb2.ContainerStatusRequest(container_id=container_id, verbose=verbose)
-        try:
-            response: api_pb2.ContainerStatusResponse = await self._invoke(
-                self._stub(), method, request, self.request_timeout)
-            if response.HasField("status"):
-                _verify_container_status(method, response.status)
-        except CRIError as err:
-            if self._error_throttle.should_log(str(err), container_id):
-                self._log_failure(err, method, containerID=container_id)
-            raise
+        response: api_pb2.ContainerStatusResponse = await self._call(
+            "ContainerStatus",
+            api_pb2.ContainerStatusRequest(container_id=container_id, verbose=verbose),
+            timeout=self.request_timeout, names={"containerID": container_id},
+            invalid=lambda r: (_container_status_problem(r.status) if r.HasField("status")
+                               else None),
+            log_failure_if=lambda err: self._error_throttle.should_log(str(err), container_id),
+            answer=lambda r: {"status": OneLine(r.status)})
         self._error_throttle.clear(container_id)
-        self._log_response(method, containerID=container_id, status=OneLine(response.status))
         return response
 
     async def update_container_resources(self, container_id: str,
@@ -456,8 +447,6 @@ class RemoteRuntimeService(GrpcConnection):
         With ``timeout_seconds`` > 0 the runtime kills the command at that
         point and ``ExecTimeoutError`` is raised; 0 means no limit at all.
         """
-        method = "ExecSync"
-        self._log_call(method, containerID=container_id, timeout=timeout_seconds)
         # Leave the runtime the usual request time on top of the command's
         # own timeout to kill it and clean up; with no timeout, wait forever.
         deadline = self.request_timeout + timeout_seconds if timeout_seconds > 0 else None
@@ -465,15 +454,17 @@ class RemoteRuntimeService(GrpcConnection):
         # runtime reads as "no timeout".
         request = api_pb2.ExecSyncRequest(container_id=container_id, cmd=list(cmd),
                                           timeout=math.ceil(timeout_seconds))
-        try:
-            response: api_pb2.ExecSyncResponse = await self._invoke(
-                self._stub(), method, request, deadline)
-        except CRIError as err:
-            self._log_failure(err, method, containerID=container_id, cmd=list(cmd))
+
+        def timed_out(err: CRIError) -> CRIError:
             if err.code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise ExecTimeoutError(" ".join(cmd), timeout_seconds, err.details) from err
-            raise
-        self._log_response(method, containerID=container_id, exitCode=response.exit_code)
+                return ExecTimeoutError(" ".join(cmd), timeout_seconds, err.details)
+            return err
+
+        response: api_pb2.ExecSyncResponse = await self._call(
+            "ExecSync", request, timeout=deadline, names={"containerID": container_id},
+            call_log={"containerID": container_id, "timeout": timeout_seconds},
+            failure_log={"containerID": container_id, "cmd": list(cmd)},
+            translate=timed_out, answer=lambda r: {"exitCode": r.exit_code})
         return ExecSyncResult(stdout=response.stdout, stderr=response.stderr,
                               exit_code=response.exit_code)
 
@@ -491,18 +482,12 @@ class RemoteRuntimeService(GrpcConnection):
     # Stats
 
     async def container_stats(self, container_id: str) -> api_pb2.ContainerStats:
-        method = "ContainerStats"
-        self._log_call(method, containerID=container_id, timeout=self.request_timeout)
-        try:
-            response: api_pb2.ContainerStatsResponse = await self._invoke(
-                self._stub(), method, api_pb2.ContainerStatsRequest(container_id=container_id),
-                self.request_timeout)
-        except CRIError as err:
-            if self._error_throttle.should_log(str(err), container_id):
-                self._log_failure(err, method, containerID=container_id)
-            raise
+        response: api_pb2.ContainerStatsResponse = await self._call(
+            "ContainerStats", api_pb2.ContainerStatsRequest(container_id=container_id),
+            timeout=self.request_timeout, names={"containerID": container_id},
+            log_failure_if=lambda err: self._error_throttle.should_log(str(err), container_id),
+            answer=lambda r: {"stats": OneLine(r.stats)})
         self._error_throttle.clear(container_id)
-        self._log_response(method, containerID=container_id, stats=OneLine(response.stats))
         return response.stats
 
     async def list_container_stats(
@@ -521,60 +506,61 @@ class RemoteRuntimeService(GrpcConnection):
 
     async def _simple_call(self, method: str, request: Message, deadline: float | None = None,
                            **log_pairs: Any) -> None:
-        """A call whose answer is empty: log, apply the deadline, map the error."""
+        """A call whose answer is empty, with the request timeout unless ``deadline`` is given."""
         timeout = self.request_timeout if deadline is None else deadline
-        self._log_call(method, timeout=timeout, **log_pairs)
-        try:
-            await self._invoke(self._stub(), method, request, timeout)
-        except CRIError as err:
-            self._log_failure(err, method, **log_pairs)
-            raise
-        self._log_response(method, **log_pairs)
+        await self._call(method, request, timeout=timeout, names=log_pairs,
+                         call_log={"timeout": timeout, **log_pairs})
 
     async def _streaming_url(self, method: str, request: Message, **log_pairs: Any) -> str:
-        self._log_call(method, timeout=self.request_timeout, **log_pairs)
-        try:
-            response = await self._invoke(self._stub(), method, request, self.request_timeout)
-            url: str = response.url
-            if not url:
-                raise InvalidResponseError(method, "URL is not set")
-        except CRIError as err:
-            self._log_failure(err, method, **log_pairs)
-            raise
-        self._log_response(method, **log_pairs)
+        response = await self._call(
+            method, request, timeout=self.request_timeout, names=log_pairs,
+            call_log={"timeout": self.request_timeout, **log_pairs},
+            invalid=lambda r: None if r.url else "URL is not set")
+        url: str = response.url
         return url
 
 
-def _verify_sandbox_status(method: str, status: api_pb2.PodSandboxStatus) -> None:
-    """Reject sandbox statuses missing what the kubelet keys pods on."""
+def _version_problem(response: api_pb2.VersionResponse) -> str | None:
+    missing = [name for name, value in (
+        ("Version", response.version),
+        ("RuntimeName", response.runtime_name),
+        ("RuntimeApiVersion", response.runtime_api_version),
+        ("RuntimeVersion", response.runtime_version)) if not value]
+    if missing:
+        return f"not all fields are set in VersionResponse (missing {', '.join(missing)})"
+    return None
+
+
+def _sandbox_status_problem(status: api_pb2.PodSandboxStatus) -> str | None:
+    """What a sandbox status lacks of what the kubelet keys pods on, if anything."""
     if not status.id:
-        raise InvalidResponseError(method, "status.Id is not set")
+        return "status.Id is not set"
     if not status.HasField("metadata"):
-        raise InvalidResponseError(method, "status.Metadata is not set")
+        return "status.Metadata is not set"
     meta = status.metadata
     if not (meta.name and meta.namespace and meta.uid):
-        raise InvalidResponseError(
-            method, f"metadata.Name, metadata.Namespace or metadata.Uid is not in metadata "
-                    f"{OneLine(meta)}")
+        return (f"metadata.Name, metadata.Namespace or metadata.Uid is not in metadata "
+                f"{OneLine(meta)}")
     if not status.created_at:
-        raise InvalidResponseError(method, "status.CreatedAt is not set")
+        return "status.CreatedAt is not set"
+    return None
 
 
-def _verify_container_status(method: str, status: api_pb2.ContainerStatus) -> None:
-    """Reject container statuses missing what the kubelet builds pod status from."""
+def _container_status_problem(status: api_pb2.ContainerStatus) -> str | None:
+    """What a container status lacks of what the kubelet builds pod status from, if anything."""
     if not status.id:
-        raise InvalidResponseError(method, "status.Id is not set")
+        return "status.Id is not set"
     if not status.HasField("metadata"):
-        raise InvalidResponseError(method, "status.Metadata is not set")
+        return "status.Metadata is not set"
     if not status.metadata.name:
-        raise InvalidResponseError(
-            method, f"metadata.Name is not in metadata {OneLine(status.metadata)}")
+        return f"metadata.Name is not in metadata {OneLine(status.metadata)}"
     if not status.created_at:
-        raise InvalidResponseError(method, "status.CreatedAt is not set")
+        return "status.CreatedAt is not set"
     if not status.HasField("image") or not status.image.image:
-        raise InvalidResponseError(method, "status.Image is not set")
+        return "status.Image is not set"
     if not status.image_ref:
-        raise InvalidResponseError(method, "status.ImageRef is not set")
+        return "status.ImageRef is not set"
+    return None
 
 
 __all__ = [

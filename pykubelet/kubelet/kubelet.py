@@ -32,6 +32,7 @@ from pykubelet.api.kubetypes import API_SOURCE, FILE_SOURCE, HTTP_SOURCE, PodUpd
 from pykubelet.client.informer import ObjectInformer
 from pykubelet.cm.helpers import MILLI_CPU_PER_CPU
 from pykubelet.config.server import KubeletServer
+from pykubelet.config.units import seconds
 from pykubelet.container import ContainerState, Pod, PodStatus, ProbeResult
 from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
@@ -123,12 +124,6 @@ class SyncLoopMonitor:
         if idle > self.threshold:
             return f"sync Loop took longer than expected ({idle:.0f}s since its last iteration)"
         return None
-
-
-def seconds(value: object) -> float:
-    """A configuration duration (``Duration`` or a number) in seconds."""
-    total = getattr(value, "total_seconds", None)
-    return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
 
 
 def make_pod_source_config(server: KubeletServer, node_name: str,

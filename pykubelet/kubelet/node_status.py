@@ -17,6 +17,7 @@ from kubernetes_asyncio.client import CoreV1Api, V1Node, V1Taint
 
 from pykubelet.client.informer import ObjectInformer
 from pykubelet.config.server import KubeletServer
+from pykubelet.config.units import seconds
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.nodelease import ApiLeases, NodeLeaseController
 from pykubelet.nodestatus import (
@@ -45,11 +46,6 @@ class NodeParts:
     informer: ObjectInformer[V1Node]
     status: NodeStatusManager
     lease: NodeLeaseController
-
-
-def _seconds(value: object) -> float:
-    total = getattr(value, "total_seconds", None)
-    return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
 
 
 def new_node_informer(deps: Dependencies, node_name: str) -> ObjectInformer[V1Node] | None:
@@ -98,8 +94,8 @@ async def build_node_parts(server: KubeletServer, deps: Dependencies, node_name:
         provider_id=config.provider_id,
         external_cloud_provider=external_cloud_provider,
         enable_controller_attach_detach=config.enable_controller_attach_detach,
-        update_frequency=_seconds(config.node_status_update_frequency),
-        report_frequency=_seconds(config.node_status_report_frequency),
+        update_frequency=seconds(config.node_status_update_frequency),
+        report_frequency=seconds(config.node_status_report_frequency),
     )
     status = NodeStatusManager(
         options, CoreV1Api(deps.kube_client), CoreV1Api(deps.heartbeat_client), informer,

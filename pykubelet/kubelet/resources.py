@@ -39,7 +39,13 @@ from pykubelet.cm import (
 )
 from pykubelet.cm.helpers import DEFAULT_CFS_PERIOD_US, read_pid_max
 from pykubelet.config.server import KubeletServer
-from pykubelet.config.units import EvictionThreshold, Quantity, UnitError, parse_eviction_thresholds
+from pykubelet.config.units import (
+    EvictionThreshold,
+    Quantity,
+    UnitError,
+    parse_eviction_thresholds,
+    seconds,
+)
 from pykubelet.container import PodStatus
 from pykubelet.cri import ImageService, RuntimeService
 from pykubelet.cri.errors import CRIError
@@ -52,10 +58,6 @@ from pykubelet.kuberuntime.gc import ContainerGC, GCPolicy, PodStateProvider
 from pykubelet.logs import ContainerLogManager, LogRotatePolicy
 from pykubelet.stats import ImageFsStatsProvider
 from pykubelet.util import klog
-
-
-def _seconds(value: Any) -> float:
-    return float(value.total_seconds()) if hasattr(value, "total_seconds") else float(value)
 
 
 def eviction_thresholds(server: KubeletServer) -> list[EvictionThreshold]:
@@ -75,7 +77,7 @@ def eviction_thresholds(server: KubeletServer) -> list[EvictionThreshold]:
 def new_container_manager(server: KubeletServer) -> ContainerManager:
     config = server.config
     period = config.cpu_cfs_quota_period
-    period_us = int(_seconds(period) * 1_000_000) if period else DEFAULT_CFS_PERIOD_US
+    period_us = int(seconds(period) * 1_000_000) if period else DEFAULT_CFS_PERIOD_US
     node = NodeConfig(
         cgroup_root=config.cgroup_root or "/",
         cgroups_per_qos=config.cgroups_per_qos,
@@ -170,22 +172,22 @@ def build_resource_managers(
     flags = server.flags
     node_ref = V1Pod(metadata=V1ObjectMeta(name=node_name))  # only its name is read
     container_gc = ContainerGC(runtime, pods, GCPolicy(
-        min_age=_seconds(flags.minimum_container_ttl_duration),
+        min_age=seconds(flags.minimum_container_ttl_duration),
         max_per_pod_container=flags.maximum_dead_containers_per_container,
         max_containers=flags.maximum_dead_containers))
     image_fs = ImageFsStatsProvider(image_service, fallback_path=flags.root_dir)
     image_gc = ImageGCManager(runtime, image_service, image_fs.image_fs, ImageGCPolicy(
         high_threshold_percent=config.image_gc_high_threshold_percent,
         low_threshold_percent=config.image_gc_low_threshold_percent,
-        min_age=_seconds(config.image_minimum_gc_age),
-        max_age=_seconds(config.image_maximum_gc_age)),
+        min_age=seconds(config.image_minimum_gc_age),
+        max_age=seconds(config.image_maximum_gc_age)),
         recorder=recorder, node_ref=node_ref, sandbox_image=sandbox_image)
     log_manager = ContainerLogManager(
         runtime_service,
         LogRotatePolicy(max_size=math.ceil(Quantity.parse(config.container_log_max_size).value),
                         max_files=config.container_log_max_files),
         workers=config.container_log_max_workers,
-        monitor_interval=_seconds(config.container_log_monitor_interval))
+        monitor_interval=seconds(config.container_log_monitor_interval))
     container_manager.active_pods = active_pods
     cgroups = container_manager.cgroups
     capacity = container_manager.capacity.values
@@ -201,7 +203,7 @@ def build_resource_managers(
         pid_max=read_pid_max())
     eviction = EvictionManager(
         EvictionConfig(thresholds=eviction_thresholds(server),
-                       pressure_transition_period=_seconds(
+                       pressure_transition_period=seconds(
                            config.eviction_pressure_transition_period),
                        max_pod_grace_period=config.eviction_max_pod_grace_period),
         lambda: observe(sources),

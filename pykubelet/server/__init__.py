@@ -5,8 +5,9 @@
 handlers; ``auth`` decides who may call it, ``tls`` provides its
 certificate, ``streaming`` proxies exec/attach/port-forward to the runtime,
 ``containerlogs`` and ``systemlogs`` serve logs, ``healthz`` the component
-health contract (also served alone on ``healthzPort``), and ``readonly``
-the ``PodList`` encoding and socket binding shared by all of them.
+health contract (also served alone on ``healthzPort``), ``readonly``
+the ``PodList`` encoding and socket binding shared by all of them, and
+``plaintext`` the plain-text answer (with ``nosniff``) they all write.
 """
 
 from pykubelet.server.healthz import HealthChecker, PingCheck, healthz_routes

@@ -19,9 +19,8 @@ from typing import Protocol
 
 from aiohttp import web
 
+from pykubelet.server.plaintext import plain_text
 from pykubelet.util import klog
-
-_HEADERS = {"X-Content-Type-Options": "nosniff"}
 
 
 class HealthChecker(Protocol):
@@ -51,11 +50,6 @@ class LogCheck:
 
     def check(self) -> str | None:
         return None
-
-
-def _text(body: str, status: int = 200) -> web.Response:
-    return web.Response(text=body, status=status, content_type="text/plain", charset="utf-8",
-                        headers=_HEADERS)
 
 
 def _with_ping(checks: Sequence[HealthChecker]) -> list[HealthChecker]:
@@ -100,17 +94,17 @@ def healthz_routes(checks: Sequence[HealthChecker], path: str = "/healthz") -> l
         if failed:
             klog.v(2).info("Health check failed", checks=",".join(failed),
                            details="; ".join(reasons))
-            return _text("\n".join(lines) + "\nhealthz check failed\n", status=500)
+            return plain_text(500, "\n".join(lines) + "\nhealthz check failed\n")
         if "verbose" not in request.query:
-            return _text("ok")
-        return _text("\n".join(lines) + "\nhealthz check passed\n")
+            return plain_text(200, "ok")
+        return plain_text(200, "\n".join(lines) + "\nhealthz check passed\n")
 
     def single(check: HealthChecker) -> web.RouteDef:
         async def handle(_: web.Request) -> web.Response:
             reason = _run_check(check)
             if reason is None:
-                return _text("ok")
-            return _text(f"internal server error: {reason}\n", status=500)
+                return plain_text(200, "ok")
+            return plain_text(500, f"internal server error: {reason}\n")
 
         return web.get(f"{path}/{check.name}", handle)
 

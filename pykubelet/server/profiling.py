@@ -19,6 +19,8 @@ from typing import Final
 
 from aiohttp import web
 
+from pykubelet.server.plaintext import plain_text
+
 PPROF_PATH: Final = "/debug/pprof/"
 DEFAULT_SECONDS: Final = 30
 MAX_SECONDS: Final = 300
@@ -30,30 +32,25 @@ _INDEX: Final = ("/debug/pprof/\n\n"
                  "cmdline  the command line of the kubelet process\n")
 
 
-def _text(status: int, body: str) -> web.Response:
-    return web.Response(status=status, text=body, content_type="text/plain", charset="utf-8",
-                        headers={"X-Content-Type-Options": "nosniff"})
-
-
 def profiling_routes() -> list[web.RouteDef]:
     busy = asyncio.Lock()
 
     async def handle(request: web.Request) -> web.Response:
         name = request.match_info.get("subpath", "")
         if name in ("", "index"):
-            return _text(200, _INDEX)
+            return plain_text(200, _INDEX)
         if name == "cmdline":
-            return _text(200, "\x00".join(sys.argv))
+            return plain_text(200, "\x00".join(sys.argv))
         if name != "profile":
-            return _text(404, f"Unknown profile: {name}\n\n{_INDEX}")
+            return plain_text(404, f"Unknown profile: {name}\n\n{_INDEX}")
         try:
             seconds = int(request.query.get("seconds", DEFAULT_SECONDS))
         except ValueError:
-            return _text(400, "Bad Request: invalid seconds\n")
+            return plain_text(400, "Bad Request: invalid seconds\n")
         if not 0 < seconds <= MAX_SECONDS:
-            return _text(400, f"Bad Request: seconds must be between 1 and {MAX_SECONDS}\n")
+            return plain_text(400, f"Bad Request: seconds must be between 1 and {MAX_SECONDS}\n")
         if busy.locked():
-            return _text(500, "Could not enable CPU profiling: profiling already in use\n")
+            return plain_text(500, "Could not enable CPU profiling: profiling already in use\n")
         async with busy:
             profiler = cProfile.Profile()
             profiler.enable()
@@ -64,7 +61,7 @@ def profiling_routes() -> list[web.RouteDef]:
         out = io.StringIO()
         stats = pstats.Stats(profiler, stream=out)
         stats.sort_stats(pstats.SortKey.CUMULATIVE).print_stats(_TOP_FUNCTIONS)
-        return _text(200, out.getvalue())
+        return plain_text(200, out.getvalue())
 
     return [web.get(PPROF_PATH + "{subpath:.*}", handle)]
 

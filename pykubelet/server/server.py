@@ -50,6 +50,7 @@ from pykubelet.server.containerlogs import (
     wanted_streams,
 )
 from pykubelet.server.healthz import HealthChecker, healthz_routes
+from pykubelet.server.plaintext import NOSNIFF, plain_text
 from pykubelet.server.profiling import PPROF_PATH, profiling_routes
 from pykubelet.server.readonly import encode_pod_list, start_http_server
 from pykubelet.server.streaming import (
@@ -66,7 +67,6 @@ from pykubelet.util import klog
 SERVER_TYPE_READONLY: Final = "readonly"
 SERVER_TYPE_READWRITE: Final = "readwrite"
 
-_NOSNIFF: Final = {"X-Content-Type-Options": "nosniff"}
 _METHOD_BUCKETS: Final = frozenset({"OPTIONS", "GET", "HEAD", "POST", "PUT", "DELETE", "TRACE",
                                     "CONNECT"})
 # Upstream compares the path bucket with these, so port-forwards (bucket
@@ -150,12 +150,6 @@ class ServerOptions:
     metrics: Mapping[str, Sequence[MetricSource]] = field(default_factory=dict)
 
 
-def text_error(status: int, message: str) -> web.Response:
-    """An error the way go-restful and ``http.Error`` write it: plain text."""
-    return web.Response(status=status, text=message, content_type="text/plain",
-                        charset="utf-8", headers=_NOSNIFF)
-
-
 def _json(body: Any) -> web.Response:
     return web.Response(text=json.dumps(body), content_type="application/json")
 
@@ -201,9 +195,9 @@ def _auth_middleware(auth: authn.KubeletAuth) -> Any:
             user = await auth.authenticate(auth_request)
         except authn.AuthenticationError as err:
             klog.error("Unable to authenticate the request due to an error", err)
-            return text_error(401, "Unauthorized")
+            return plain_text(401, "Unauthorized")
         if user is None:
-            return text_error(401, "Unauthorized")
+            return plain_text(401, "Unauthorized")
         attributes = auth.request_attributes(user, request.method, request.path)
         subresources = [a.subresource for a in attributes]
         for attr in attributes:
@@ -212,7 +206,7 @@ def _auth_middleware(auth: authn.KubeletAuth) -> Any:
             except authn.AuthorizationError as err:
                 klog.error("Authorization error", err, user=attr.user.name, verb=attr.verb,
                            resource=attr.resource, subresource=attr.subresource)
-                return text_error(500, f"Authorization error (user={attr.user.name}, "
+                return plain_text(500, f"Authorization error (user={attr.user.name}, "
                                        f"verb={attr.verb}, resource={attr.resource}, "
                                        f"subresource={attr.subresource})")
             if decision.allowed:
@@ -220,7 +214,7 @@ def _auth_middleware(auth: authn.KubeletAuth) -> Any:
         first = attributes[0]
         klog.v(2).info("Forbidden", user=first.user.name, verb=first.verb,
                        resource=first.resource, subresources=" ".join(subresources))
-        return text_error(403, f"Forbidden (user={first.user.name}, verb={first.verb}, "
+        return plain_text(403, f"Forbidden (user={first.user.name}, verb={first.verb}, "
                                f"resource={first.resource}, "
                                f"subresource(s)=[{' '.join(subresources)}])\n")
 
@@ -257,11 +251,11 @@ async def _upstream_error_bodies(
     try:
         return await handler(request)
     except web.HTTPMethodNotAllowed as err:
-        response = text_error(405, "Method Not Allowed")
+        response = plain_text(405, "Method Not Allowed")
         response.headers["Allow"] = ", ".join(sorted(err.allowed_methods))
         return response
     except web.HTTPNotFound:
-        return text_error(404, "404 page not found\n")
+        return plain_text(404, "404 page not found\n")
 
 
 class KubeletAPIServer:
@@ -367,7 +361,7 @@ class KubeletAPIServer:
         try:
             pods = await self.host.get_running_pods()
         except Exception as err:
-            return text_error(500, str(err))
+            return plain_text(500, str(err))
         return _json(encode_pod_list(pods))
 
     async def _configz(self, _: web.Request) -> web.Response:
@@ -376,18 +370,18 @@ class KubeletAPIServer:
 
     async def _spec(self, _: web.Request) -> web.Response:
         if self.stats is None:
-            return text_error(500, "machine info is not available")
+            return plain_text(500, "machine info is not available")
         return _json(self.stats.machine_info())
 
     async def _stats_summary(self, request: web.Request) -> web.Response:
         if self.stats is None:
-            return text_error(500, "stats are not available")
+            return plain_text(500, "stats are not available")
         only = request.query.get("only_cpu_and_memory", "").lower() == "true"
         try:
             summary = await self.stats.summary(only_cpu_and_memory=only)
         except Exception as err:
             klog.error("Failed to get the summary stats", err)
-            return text_error(500, f"Internal Error: {err}")
+            return plain_text(500, f"Internal Error: {err}")
         return _json(summary)
 
     async def _container_logs(self, request: web.Request) -> web.StreamResponse:
@@ -401,19 +395,19 @@ class KubeletAPIServer:
             want_stdout, want_stderr = wanted_streams(options, self.options.split_log_streams)
         except LogQueryError as err:
             log_query_rejected(err)
-            return text_error(err.status, err.body)
+            return plain_text(err.status, err.body)
         pod = self.host.get_pod_by_name(namespace, pod_name)
         if pod is None:
-            return text_error(404, f'pod "{pod_name}" does not exist')
+            return plain_text(404, f'pod "{pod_name}" does not exist')
         if not _has_container(pod, container_name):
-            return text_error(404, f'container "{container_name}" not found in pod "{pod_name}"')
+            return plain_text(404, f'container "{container_name}" not found in pod "{pod_name}"')
         try:
             container_id = self.host.container_log_target(pod, container_name, options.previous)
         except ContainerLogsError as err:
-            return text_error(400, str(err))
+            return plain_text(400, str(err))
 
         response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",
-                                               **_NOSNIFF})
+                                               **NOSNIFF})
         response.enable_chunked_encoding()
         await response.prepare(request)
 
@@ -453,15 +447,15 @@ class KubeletAPIServer:
         try:
             options = stream_options(request.query)
         except StreamOptionsError as err:
-            return text_error(400, str(err))
+            return plain_text(400, str(err))
         pod = self.host.get_pod_by_name(request.match_info["ns"], request.match_info["pod"])
         if pod is None:
-            return text_error(404, "pod does not exist")
+            return plain_text(404, "pod does not exist")
         try:
             url = await streaming_url(pod, request.match_info.get("uid", ""),
                                       request.match_info["container"], options)
         except StreamingError as err:
-            return text_error(err.status, str(err))
+            return plain_text(err.status, str(err))
         if wants_v5(request):
             return await translate(request, url, options)
         return await proxy_upgrade(request, url)
@@ -470,30 +464,30 @@ class KubeletAPIServer:
         try:
             ports = port_forward_ports(request)
         except StreamOptionsError as err:
-            return text_error(400, str(err))
+            return plain_text(400, str(err))
         pod = self.host.get_pod_by_name(request.match_info["ns"], request.match_info["pod"])
         if pod is None:
-            return text_error(404, "pod does not exist")
+            return plain_text(404, "pod does not exist")
         uid = request.match_info.get("uid", "")
         if uid and pod.metadata.uid != uid:
-            return text_error(404, "pod not found")
+            return plain_text(404, "pod not found")
         try:
             url = await self.host.get_port_forward(pod, uid, ports)
         except StreamingError as err:
-            return text_error(err.status, str(err))
+            return plain_text(err.status, str(err))
         return await proxy_upgrade(request, url)
 
     async def _run(self, request: web.Request) -> web.Response:
         pod = self.host.get_pod_by_name(request.match_info["ns"], request.match_info["pod"])
         if pod is None:
-            return text_error(404, "pod does not exist")
+            return plain_text(404, "pod does not exist")
         # For legacy reasons /run takes one space-separated "cmd", not "command"s.
         command = request.query.get("cmd", "").split(" ")
         try:
             output = await self.host.run_in_container(
                 pod, request.match_info.get("uid", ""), request.match_info["container"], command)
         except Exception as err:
-            return text_error(500, str(err))
+            return plain_text(500, str(err))
         return web.Response(body=output, content_type="application/json")
 
 
@@ -532,7 +526,7 @@ def _scrape(sources: Sequence[MetricSource]) -> Callable[[web.Request],
 def _static_error(status: int, message: str) -> Callable[[web.Request],
                                                           Awaitable[web.Response]]:
     async def answer(_: web.Request) -> web.Response:
-        return text_error(status, message)
+        return plain_text(status, message)
 
     return answer
 
@@ -549,7 +543,7 @@ async def _set_verbosity(request: web.Request) -> web.Response:
         if level < 0:
             raise ValueError(text)
     except ValueError:
-        return text_error(400, f"error: invalid verbosity {text!r}\n")
+        return plain_text(400, f"error: invalid verbosity {text!r}\n")
     klog.set_verbosity(level)
     return web.Response(text=f"successfully set klog.logging.verbosity to {level}",
                         content_type="text/plain")
@@ -587,6 +581,5 @@ __all__ = [
     "listen_and_serve",
     "listen_and_serve_read_only",
     "metric_paths",
-    "text_error",
     "url_root_path",
 ]

@@ -29,6 +29,7 @@ import yarl
 from aiohttp import web
 from multidict import CIMultiDict
 
+from pykubelet.server.plaintext import plain_text
 from pykubelet.util import klog
 
 # Request headers never replayed to the runtime: its streaming URL is the
@@ -162,11 +163,6 @@ class _ClientBytes:
         return data
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.Response(status=status, text=message, content_type="text/plain",
-                        charset="utf-8", headers={"X-Content-Type-Options": "nosniff"})
-
-
 def _request_head(request: web.Request, location: yarl.URL) -> bytes:
     lines = [f"{request.method} {location.raw_path_qs} HTTP/1.1",
              f"Host: {location.raw_authority}"]
@@ -224,13 +220,13 @@ async def proxy_upgrade(request: web.Request, location: str,
                         ) -> web.StreamResponse:
     """Replay ``request`` to ``location`` and, once upgraded, splice the two connections."""
     if not is_upgrade_request(request):
-        return _error(400, "Upgrade request required")
+        return plain_text(400, "Upgrade request required")
     url = yarl.URL(location)
     try:
         reader, writer = await open_stream(location)
     except (OSError, ValueError, TimeoutError) as err:
         klog.error("Error while proxying request", err, location=str(url.with_path("/")))
-        return _error(500, f"error dialing backend: {err}")
+        return plain_text(500, f"error dialing backend: {err}")
     try:
         writer.write(_request_head(request, url))
         await writer.drain()
@@ -240,7 +236,7 @@ async def proxy_upgrade(request: web.Request, location: str,
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
                 TimeoutError, OSError) as err:
             klog.error("Error while proxying request", err)
-            return _error(500, f"error reading the streaming server's response: {err}")
+            return plain_text(500, f"error reading the streaming server's response: {err}")
         if status != 101:
             body = await _read_error_body(reader, headers)
             response = web.Response(status=status, reason=reason or None, body=body)

@@ -20,13 +20,9 @@ from typing import Final
 
 from aiohttp import web
 
+from pykubelet.server.plaintext import plain_text
+
 DEFAULT_NODE_LOG_DIR: Final = "/var/log"
-_HEADERS: Final = {"X-Content-Type-Options": "nosniff"}
-
-
-def _text(status: int, body: str) -> web.Response:
-    return web.Response(status=status, text=body, content_type="text/plain", charset="utf-8",
-                        headers=_HEADERS)
 
 
 def _contains_dot_dot(path: str) -> bool:
@@ -60,10 +56,10 @@ def system_log_handler(root: str = DEFAULT_NODE_LOG_DIR) -> web.RouteDef:
         raw = request.match_info.get("logpath", "")
         if "\x00" in raw or _contains_dot_dot(request.raw_path.split("?", 1)[0]) \
                 or _contains_dot_dot(raw):
-            return _text(400, "invalid URL path\n")
+            return plain_text(400, "invalid URL path\n")
         path = resolve_log_path(root, raw)
         if path is None or not os.path.exists(path):
-            return _text(404, "404 page not found\n")
+            return plain_text(404, "404 page not found\n")
         if os.path.isdir(path):
             if raw and not raw.endswith("/"):
                 location = urllib.parse.quote(os.path.basename(raw.rstrip("/"))) + "/"
@@ -74,13 +70,13 @@ def system_log_handler(root: str = DEFAULT_NODE_LOG_DIR) -> web.RouteDef:
             try:
                 body = _listing(path)
             except OSError as err:
-                return _text(500, f"Error reading directory: {err.strerror}\n")
+                return plain_text(500, f"Error reading directory: {err.strerror}\n")
             return web.Response(text=body, content_type="text/html", charset="utf-8")
         if raw.endswith("/"):
             raise web.HTTPMovedPermanently(
                 location="../" + urllib.parse.quote(os.path.basename(raw.rstrip("/"))))
         if not os.access(path, os.R_OK):
-            return _text(403, "403 Forbidden\n")
+            return plain_text(403, "403 Forbidden\n")
         return web.FileResponse(path)
 
     return web.get("/logs/{logpath:.*}", serve)

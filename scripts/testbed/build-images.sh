@@ -11,7 +11,7 @@
 # Usage: build-images.sh OUT_DIR
 set -euo pipefail
 
-# Keep in sync with tests/testbed.py and containerd.sh.
+# Keep in sync with testsupport/testbed.py and containerd.sh.
 PAUSE_IMAGE="pykubelet.local/pause:3.9"
 BUSYBOX_IMAGE="pykubelet.local/busybox:1.35"
 IMAGE_PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

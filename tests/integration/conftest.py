@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pykubelet.cri import RemoteImageService, RemoteRuntimeService
-from tests.integration.kubelet_process import KubeletProcess, running_kubelet
-from tests.testbed import Testbed
+from testsupport.kubelet_process import KubeletProcess, running_kubelet
+from testsupport.testbed import Testbed
 
 REQUEST_TIMEOUT = 30.0
 

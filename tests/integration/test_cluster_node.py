@@ -29,8 +29,7 @@ import pytest
 import yaml
 
 from pykubelet.nodestatus.setters import default_route_address
-from tests.controlplane import ControlPlane
-from tests.integration.cluster import (
+from testsupport.cluster import (
     ClusterKubelet,
     api_pod,
     condition,
@@ -43,8 +42,9 @@ from tests.integration.cluster import (
     unique_node_name,
     wait_until,
 )
-from tests.integration.kubelet_process import busybox_pod, free_port, remove_everything
-from tests.testbed import Testbed
+from testsupport.controlplane import ControlPlane
+from testsupport.kubelet_process import busybox_pod, free_port, remove_everything
+from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.containerd]
 

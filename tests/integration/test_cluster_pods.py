@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.controlplane import ControlPlane
-from tests.integration.cluster import (
+from testsupport.cluster import (
     ClusterKubelet,
     api_pod,
     compact_etcd,
@@ -35,12 +34,13 @@ from tests.integration.cluster import (
     unique,
     wait_until,
 )
-from tests.integration.kubelet_process import (
+from testsupport.controlplane import ControlPlane
+from testsupport.kubelet_process import (
     busybox_pod,
     remove_everything,
     runtime_view,
 )
-from tests.testbed import Testbed
+from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.containerd, pytest.mark.controlplane]
 

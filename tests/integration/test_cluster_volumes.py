@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.controlplane import ControlPlane
-from tests.integration.cluster import (
+from testsupport.cluster import (
     ClusterKubelet,
     api_pod,
     create,
@@ -30,8 +29,9 @@ from tests.integration.cluster import (
     unique,
     wait_until,
 )
-from tests.integration.kubelet_process import remove_everything
-from tests.testbed import Testbed
+from testsupport.controlplane import ControlPlane
+from testsupport.kubelet_process import remove_everything
+from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.containerd, pytest.mark.controlplane]
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client, config
 
-from tests.controlplane import ControlPlane
-from tests.integration.cluster import unique
+from testsupport.cluster import unique
+from testsupport.controlplane import ControlPlane
 
 pytestmark = pytest.mark.controlplane
 

@@ -23,7 +23,7 @@ from pykubelet.cri import (
 )
 from pykubelet.cri.logfile import read_log_lines, read_log_tail
 from tests.integration.conftest import REQUEST_TIMEOUT
-from tests.testbed import Testbed
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -33,7 +33,7 @@ from pykubelet.kubelet.resources import runtime_sandbox_image
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
 from pykubelet.kuberuntime.gc import ContainerGC
 from pykubelet.stats import ImageFsStatsProvider
-from tests.testbed import SCRIPTS_DIR, Testbed
+from testsupport.testbed import SCRIPTS_DIR, Testbed
 
 pytestmark = pytest.mark.containerd
 WAIT_SECONDS = 60

@@ -32,7 +32,7 @@ from pykubelet.kuberuntime.images import (
     ImagePullError,
 )
 from pykubelet.kuberuntime.sandbox_config import SandboxOptions, generate_pod_sandbox_config
-from tests.testbed import Testbed
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -24,15 +24,15 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.kubelet_process import (
+from testsupport.kubelet_process import (
     NODE_NAME,
     KubeletProcess,
     busybox_pod,
     exec_in,
     remove_everything,
 )
-from tests.pki import ClientCert, TestCA
-from tests.testbed import Testbed
+from testsupport.pki import ClientCert, TestCA
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

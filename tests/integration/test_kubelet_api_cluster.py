@@ -38,15 +38,15 @@ from pykubelet.server.auth import build_auth
 from pykubelet.server.readonly import start_http_server
 from pykubelet.server.server import KubeletAPIServer, ServerOptions
 from pykubelet.server.tls import initialize_tls
-from tests.controlplane import ControlPlane
-from tests.integration.cluster import unique
-from tests.integration.kubelet_process import (
+from testsupport.cluster import unique
+from testsupport.controlplane import ControlPlane
+from testsupport.kubelet_process import (
     KubeletProcess,
     busybox_pod,
     free_port,
     remove_everything,
 )
-from tests.testbed import Testbed
+from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.containerd]
 

@@ -24,17 +24,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.controlplane import ControlPlane
-from tests.integration.cluster import ClusterKubelet, create, get_pod, unique_node_name, wait_until
-from tests.integration.cluster import api_pod as cluster_api_pod
-from tests.integration.kubelet_process import remove_everything
 from tests.integration.test_kubelet_api_cluster import (
     NAMESPACE,
     cluster_role,
     service_account_token,
     unique,
 )
-from tests.testbed import Testbed
+from testsupport.cluster import ClusterKubelet, create, get_pod, unique_node_name, wait_until
+from testsupport.cluster import api_pod as cluster_api_pod
+from testsupport.controlplane import ControlPlane
+from testsupport.kubelet_process import remove_everything
+from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.containerd]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.kubelet_process import KubeletProcess, busybox_pod, remove_everything
 from tests.integration.test_volumes import wait_log
-from tests.testbed import Testbed
+from testsupport.kubelet_process import KubeletProcess, busybox_pod, remove_everything
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -38,7 +38,7 @@ from pykubelet.events import Event, LoggingRecorder
 from pykubelet.lifecycle import HandlerRunner, LifecycleHookError
 from pykubelet.probe import user_agent
 from pykubelet.prober.prober import Prober
-from tests.testbed import Testbed
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -12,13 +12,13 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from tests.integration.kubelet_process import (
+from testsupport.kubelet_process import (
     KubeletProcess,
     busybox_pod,
     exec_in,
     free_port,
 )
-from tests.testbed import Testbed
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.kubelet_process import KubeletProcess
-from tests.testbed import Testbed
+from testsupport.kubelet_process import KubeletProcess
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from pykubelet.cri.logfile import read_log_lines
-from tests.integration.kubelet_process import (
+from testsupport.kubelet_process import (
     KubeletProcess,
     busybox_pod,
     running_kubelet,
     runtime_view,
 )
-from tests.testbed import Testbed
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -32,7 +32,7 @@ from pykubelet.kuberuntime import (
 )
 from pykubelet.kuberuntime.gc import ContainerGC, GCPolicy
 from pykubelet.util.backoff import Backoff
-from tests.testbed import POD_SUBNET, Testbed
+from testsupport.testbed import POD_SUBNET, Testbed
 
 pytestmark = pytest.mark.containerd
 

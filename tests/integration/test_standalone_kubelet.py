@@ -23,16 +23,16 @@ from typing import Any
 import pytest
 
 from pykubelet.kuberuntime.gc import CONTAINER_GC_PERIOD
-from tests.integration.kubelet_process import (
+from tests.integration.test_volumes import wait_log
+from tests.unit.hostile_input import hostile_manifests, refused_manifests_missing_from
+from testsupport.kubelet_process import (
     KubeletProcess,
     busybox_pod,
     free_port,
     remove_everything,
     runtime_view,
 )
-from tests.integration.test_volumes import wait_log
-from tests.testbed import POD_SUBNET, Testbed
-from tests.unit.hostile_input import hostile_manifests, refused_manifests_missing_from
+from testsupport.testbed import POD_SUBNET, Testbed
 
 pytestmark = pytest.mark.containerd
 

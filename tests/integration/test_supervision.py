@@ -21,13 +21,13 @@ import pytest
 from pykubelet.cmd.options import parse_command_line
 from pykubelet.cmd.server import StartupError, run, unsecured_dependencies
 from pykubelet.pleg.generic import GenericPLEG
-from tests.integration.kubelet_process import (
+from testsupport.kubelet_process import (
     NODE_NAME,
     KubeletProcess,
     busybox_pod,
     remove_everything,
 )
-from tests.testbed import Testbed
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -22,7 +22,7 @@ import grpc
 import pytest
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
-from tests.testbed import BUSYBOX_IMAGE, CNI_LEASE_DIR, PAUSE_IMAGE, POD_SUBNET, Testbed
+from testsupport.testbed import BUSYBOX_IMAGE, CNI_LEASE_DIR, PAUSE_IMAGE, POD_SUBNET, Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.kubelet_process import (
+from testsupport.kubelet_process import (
     KubeletProcess,
     busybox_pod,
     remove_everything,
 )
-from tests.testbed import Testbed
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 

@@ -26,7 +26,7 @@ from pykubelet.server.auth import (
     build_auth,
     request_attributes,
 )
-from tests.pki import TestCA
+from testsupport.pki import TestCA
 
 
 class Clock:

@@ -1,6 +1,6 @@
-"""A real ``pykubelet`` process for end-to-end tests, and what a user sees of it.
+"""A real ``pykubelet`` process for end-to-end tests and benchmarks, and what a user sees of it.
 
-The tests drive pykubelet the way an operator does: write static pod files,
+Tests and benchmarks drive pykubelet the way an operator does: write static pod files,
 start the command with a KubeletConfiguration, read ``/pods`` on the
 read-only port and the runtime's own view through CRI. Nothing is faked:
 the process talks to the testbed's containerd.

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.testbed import SCRIPTS_DIR, _as_text, _tail
+from testsupport.testbed import SCRIPTS_DIR, _as_text, _tail
 
 BUILD_SCRIPT = SCRIPTS_DIR / "controlplane-build.sh"
 CONTROLPLANE_SCRIPT = SCRIPTS_DIR / "controlplane.sh"

@@ -29,8 +29,8 @@ from typing import Any
 
 import grpc
 
-from tests.controlplane import ControlPlane
-from tests.integration.kubelet_process import KubeletProcess
+from testsupport.controlplane import ControlPlane
+from testsupport.kubelet_process import KubeletProcess
 
 APISERVER_READY_TIMEOUT = 120.0
 

@@ -1,8 +1,9 @@
-"""A throw-away certificate authority for tests of the kubelet API's TLS client authentication.
+"""A throw-away certificate authority for the kubelet API's TLS client authentication.
 
-The tests play the API server (whose ``--kubelet-client-certificate`` is signed
-by the cluster CA the kubelet trusts through ``clientCAFile``) and strangers
-(certificates from a CA the kubelet does not know).
+Tests and the kubelet API benchmark play the API server (whose
+``--kubelet-client-certificate`` is signed by the cluster CA the kubelet trusts
+through ``clientCAFile``) and strangers (certificates from a CA the kubelet
+does not know).
 """
 
 from __future__ import annotations
