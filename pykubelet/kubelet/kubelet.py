@@ -18,6 +18,7 @@ Seeds 002 and 003 walk this file's upstream counterpart, ``pkg/kubelet/kubelet.g
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import time
@@ -42,7 +43,7 @@ from pykubelet.kubelet.active_deadline import ActiveDeadlineHandler
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import RootDirs, plugins_dir, pod_dir, pods_dir
 from pykubelet.kubelet.mirror_client import ApiMirrorClient, MirrorClient
-from pykubelet.kubelet.node_info import LocalNode, NodeView
+from pykubelet.kubelet.node_info import LocalNode, NodeView, host_ips_any_way
 from pykubelet.kubelet.node_status import NodeParts, build_node_parts, read_node_resources
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
@@ -88,6 +89,7 @@ from pykubelet.status import ReasonCache, StatusManager
 from pykubelet.status.apiclient import ApiStatusSink
 from pykubelet.token import TokenManager
 from pykubelet.util import klog
+from pykubelet.util.late import LateBound
 from pykubelet.util.reflector import ApiListWatch, Reflector
 from pykubelet.util.supervisor import Supervisor
 from pykubelet.volumemanager import VolumeManager
@@ -167,23 +169,28 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     """
     config, flags = server.config, server.flags
     supervisor = Supervisor()
+    # Built after the modules that ask them about pods (see pykubelet.util.late).
+    pod_workers_late: LateBound[PodWorkers] = LateBound("the pod workers")
+    runtime_late: LateBound[KubeGenericRuntimeManager] = LateBound("the runtime manager")
+    active_pods_late: LateBound[Callable[[], list[V1Pod]]] = LateBound("the active pods")
     # The container manager comes first: every sandbox is placed in its pod cgroup.
-    container_manager = new_container_manager(server)
+    container_manager = new_container_manager(
+        server, active_pods=lambda: active_pods_late.get()())
     pod_cgroups = container_manager if config.cgroups_per_qos else None
     # Probe verdicts: liveness and startup steer the runtime manager (kill and
     # restart), readiness and startup shape the pod status.
     liveness, readiness, startup = ResultsManager(), ResultsManager(), ResultsManager()
-
-    async def pod_ip_for_hooks(pod: V1Pod) -> str:
-        # Hooks run inside a sync, when the runtime already knows the sandbox IP
-        # (the status manager may not have it yet).
-        status = await runtime.get_pod_status(
-            pod.metadata.uid, pod.metadata.name, pod.metadata.namespace)
-        return status.ips[0] if status.ips else ""
-
-    handler_runner = HandlerRunner(deps.runtime_service, pod_ip_for_hooks, deps.recorder)
-    runtime = KubeGenericRuntimeManager(deps.runtime_service, deps.image_service,
-                                        RuntimeManagerOptions(
+    # What the node has and what pods may use: the machine, less the container manager's
+    # reservation. The node status reports it; admission reads it before the Node exists.
+    machine, node_resources = await read_node_resources(
+        server, container_manager.allocatable_reservation)
+    pods_limit = pods_capacity(config.max_pods, config.pods_per_core, machine.num_cores)
+    node_view = NodeView(LocalNode(
+        node_name, hostname=flags.hostname_override or None, node_labels=flags.node_labels,
+        taints=config.register_with_taints,
+        allocatable=lambda: allocatable_status(node_resources, pods_limit)),
+        node_informer)
+    runtime_options = RuntimeManagerOptions(
         root_dir=flags.root_dir,
         pod_logs_dir=config.pod_logs_dir,
         cluster_dns=list(config.cluster_dns or []),
@@ -192,66 +199,78 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         node_name=node_name,
         host_ip=host_ip,
         # status.hostIP(s) in env: the Node's addresses, else this kubelet's node IP, as
-        # the pod status reports them. Bound late: the syncer, built below, reads the Node.
-        host_ips=lambda: syncer.host_ips(),
+        # the pod status reports them.
+        host_ips=lambda: host_ips_any_way(node_view.get_node(), host_ip),
         serialize_image_pulls=config.serialize_image_pulls,
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
         cpu_cfs_quota=config.cpu_cfs_quota,
         seccomp_default=config.seccomp_default,
         pod_cgroup_parent=pod_cgroups.pod_cgroup_parent if pod_cgroups is not None else None,
-    ), liveness=liveness, startup=startup, handler_runner=handler_runner, recorder=deps.recorder)
-    await runtime.initialize()
-
-    cache = PodCache()
-    pleg = GenericPLEG(runtime, cache)
-    runtime_state = RuntimeState()
-    runtime_state.add_health_check("PLEG", pleg.healthy)
-    # What the node has and what pods may use: the machine, less the container manager's
-    # reservation. The node status reports it; admission reads it before the Node exists.
-    machine, node_resources = await read_node_resources(
-        server, container_manager.allocatable_reservation)
-    pods_limit = pods_capacity(config.max_pods, config.pods_per_core, machine.num_cores)
+    )
+    node_wide = runtime_options.container_options()
     # A container without a cpu or memory limit reads the node's allocatable from the
     # downward API (env and volume files), as upstream.
     allocatable = allocatable_from(node_resources.capacity(),
                                    node_resources.allocatable_reservation())
-    if CPU in allocatable:
-        runtime.container_options.node_allocatable_cpu_millis = int(
-            allocatable[CPU] * MILLI_CPU_PER_CPU)
-    if MEMORY in allocatable:
-        runtime.container_options.node_allocatable_memory = int(allocatable[MEMORY])
-    node_view = NodeView(LocalNode(
-        node_name, hostname=flags.hostname_override or None, node_labels=flags.node_labels,
-        taints=config.register_with_taints,
-        allocatable=lambda: allocatable_status(node_resources, pods_limit)),
-        node_informer)
-    volume_host = build_volume_host(server, deps, runtime, node_view)
+    allocatable_cpu_millis = (int(allocatable[CPU] * MILLI_CPU_PER_CPU) if CPU in allocatable
+                              else node_wide.node_allocatable_cpu_millis)
+    allocatable_memory = int(allocatable[MEMORY]) if MEMORY in allocatable else None
+    volume_host = build_volume_host(
+        server, deps, node_view,
+        allocatable=(allocatable_cpu_millis, allocatable_memory or node_wide.memory_capacity))
     # The pod manager registers every pod's ConfigMap and Secret references.
     pod_manager = PodManager([m for m in (volume_host.config_maps, volume_host.secrets)
                               if m is not None])
     volume_manager = VolumeManager(
         RootDirs(flags.root_dir), deps.recorder, volume_host,
-        pod_runtime_removed=lambda uid: pod_workers.should_pod_runtime_be_removed(uid),
-        sources_ready=pod_config.sources_ready)
-    if volume_host.tokens is not None:
-        volume_manager.torn_down.append(volume_host.tokens.delete_pod_tokens)
-    runtime.container_options.volume_mounter = volume_manager
-    runtime.container_options.env_source = volume_host.env_source()
-    runtime.container_options.recorder = deps.recorder
+        pod_runtime_removed=lambda uid: pod_workers_late.get().should_pod_runtime_be_removed(
+            uid),
+        sources_ready=pod_config.sources_ready,
+        torn_down=[volume_host.tokens.delete_pod_tokens] if volume_host.tokens else [])
     # Service links: every Service, kept by a reflector run with the kubelet (cluster mode).
     services = ServiceStore() if deps.kube_client is not None else None
-    runtime.container_options.service_env_for = service_env_for(services)
     service_reflector = (Reflector("services", ApiListWatch(
         CoreV1Api(deps.kube_client).list_service_for_all_namespaces), services)
         if services is not None else None)
+
+    async def pod_ip_for_hooks(pod: V1Pod) -> str:
+        # Hooks run inside a sync, when the runtime already knows the sandbox IP
+        # (the status manager may not have it yet).
+        status = await runtime_late.get().get_pod_status(
+            pod.metadata.uid, pod.metadata.name, pod.metadata.namespace)
+        return status.ips[0] if status.ips else ""
+
+    handler_runner = HandlerRunner(deps.runtime_service, pod_ip_for_hooks, deps.recorder)
+    # Every container's node-wide options, whole before the runtime manager is built.
+    container_options = dataclasses.replace(
+        node_wide,
+        node_allocatable_cpu_millis=allocatable_cpu_millis,
+        node_allocatable_memory=allocatable_memory,
+        volume_mounter=volume_manager,
+        env_source=volume_host.env_source(),
+        service_env_for=service_env_for(services),
+        recorder=deps.recorder)
+    runtime = KubeGenericRuntimeManager(
+        deps.runtime_service, deps.image_service, runtime_options,
+        liveness=liveness, startup=startup, handler_runner=handler_runner,
+        container_options=container_options, recorder=deps.recorder)
+    runtime_late.set(runtime)
+    await runtime.initialize()
+    # Image GC never removes the runtime's pause image.
+    sandbox_image = await runtime_sandbox_image(deps.runtime_service)
+
+    cache = PodCache()
+    pleg = GenericPLEG(runtime, cache)
+    runtime_state = RuntimeState()
+    runtime_state.add_health_check("PLEG", pleg.healthy)
     # The status manager asks the pod workers (built below) whether a pod's
     # containers may still run before it reports a terminal phase.
     status_manager = StatusManager(
         ApiStatusSink(deps.kube_client) if deps.kube_client is not None else None,
         pods=pod_manager,
-        could_have_running_containers=lambda uid: pod_workers.could_have_running_containers(
-            uid))
+        could_have_running_containers=lambda uid: (
+            pod_workers_late.get().could_have_running_containers(uid)))
     mirror_client = (ApiMirrorClient(deps.kube_client, node_name, node_view.node_uid)
                      if deps.kube_client is not None else None)
     with_sysctls = SysctlAllowlist.for_node(config.allowed_unsafe_sysctls or [])
@@ -270,25 +289,29 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         pod_manager=pod_manager, volume_manager=volume_manager,
         prefetch_env=volume_host.prefetch_env,
         mirror_client=mirror_client, get_node=node_view.get_node,
-        is_pod_termination_requested=lambda uid: pod_workers.is_pod_termination_requested(
-            uid),
+        is_pod_termination_requested=lambda uid: (
+            pod_workers_late.get().is_pod_termination_requested(uid)),
         container_manager=pod_cgroups, recorder=deps.recorder,
         pod_sync_handlers=[active_deadline],
-        # Bound late: the pod workers are built around the syncer.
-        abnormal_termination=lambda uid: pod_workers.abnormal_termination(uid))
+        # The pod workers are built around the syncer.
+        abnormal_termination=lambda uid: pod_workers_late.get().abnormal_termination(uid))
     pod_workers = PodWorkers(syncer, cache, resync_interval=seconds(config.sync_frequency),
                              backoff_period=POD_WORKER_BACKOFF)
+    pod_workers_late.set(pod_workers)
     metrics.set_node_name(node_name)
 
     async def evict(pod: V1Pod, grace: int, status_func: Callable[[V1PodStatus], None]) -> None:
         await pod_workers.terminate_pod_abnormally_and_wait(
             pod, grace_period_override=grace, pod_status_func=status_func, evict=True)
 
+    def active_pods() -> list[V1Pod]:
+        return filter_out_inactive_pods(pod_manager.get_pods(), pod_workers, status_manager)
+
+    active_pods_late.set(active_pods)
     resources = build_resource_managers(
         server, container_manager, deps.runtime_service, deps.image_service, runtime,
-        pod_workers, active_pods=lambda: filter_out_inactive_pods(
-            pod_manager.get_pods(), pod_workers, status_manager),
-        kill_pod=evict, recorder=deps.recorder, node_name=node_name)
+        pod_workers, active_pods=active_pods, kill_pod=evict, recorder=deps.recorder,
+        node_name=node_name, sandbox_image=sandbox_image)
     node = None
     if not deps.standalone:
         # The eviction manager's pressure shows as the node's conditions.
@@ -315,21 +338,20 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         volume_host=volume_host, service_reflector=service_reflector)
 
 
-def build_volume_host(server: KubeletServer, deps: Dependencies,
-                      runtime: KubeGenericRuntimeManager, node_view: NodeView) -> VolumeHost:
-    """The ConfigMap and Secret managers and the token manager (cluster mode), for volumes."""
-    options = runtime.container_options
+def build_volume_host(server: KubeletServer, deps: Dependencies, node_view: NodeView, *,
+                      allocatable: tuple[int, int]) -> VolumeHost:
+    """The ConfigMap and Secret managers and the token manager (cluster mode), for volumes;
+    ``allocatable`` is the node's (cpu millicores, memory bytes) for unset limits."""
 
-    def allocatable() -> tuple[int, int]:
-        return (options.node_allocatable_cpu_millis,
-                options.node_allocatable_memory or options.memory_capacity)
+    def node_allocatable() -> tuple[int, int]:
+        return allocatable
 
     if deps.kube_client is None:
-        return VolumeHost(allocatable)
+        return VolumeHost(node_allocatable)
     api = CoreV1Api(deps.kube_client)
     strategy = server.config.config_map_and_secret_change_detection_strategy
     get_ttl = ttl_from_node(node_view.get_node)
-    return VolumeHost(allocatable,
+    return VolumeHost(node_allocatable,
                       config_maps=new_configmap_manager(api, strategy, get_ttl),
                       secrets=new_secret_manager(api, strategy, get_ttl),
                       tokens=TokenManager.for_api(api))
@@ -463,9 +485,6 @@ class Kubelet:
             # capacity or a missing cgroupRoot stop the kubelet here.
             await start_container_manager(self.resources.container_manager,
                                           self.deps.runtime_service)
-            # Image GC never removes the runtime's pause image.
-            self.resources.image_gc.sandbox_image = await runtime_sandbox_image(
-                self.deps.runtime_service)
 
     def sync_loop_inputs(self, updates: asyncio.Queue[PodUpdate]) -> LoopInputs:
         """The channels of upstream's ``syncLoopIteration`` select, and its callbacks."""

@@ -90,6 +90,13 @@ def node_host_ips(node: V1Node | None) -> list[str]:
     return [str(primary)] + ([str(other)] if other is not None else [])
 
 
+def host_ips_any_way(node: V1Node | None, node_ip: str) -> list[str]:
+    """The node's IPs, primary first (upstream ``getHostIPsAnyWay``): the Node's
+    addresses once it lists some; before that (standalone, or a kubelet whose Node is
+    not registered yet) the kubelet's own node IP."""
+    return node_host_ips(node) or ([node_ip] if node_ip else [])
+
+
 def _taint(taint: Any) -> V1Taint:
     if isinstance(taint, V1Taint):
         return taint
@@ -125,4 +132,4 @@ class NodeView:
         return str(node.metadata.uid)
 
 
-__all__ = ["LocalNode", "NodeCache", "NodeView", "node_host_ips"]
+__all__ = ["LocalNode", "NodeCache", "NodeView", "host_ips_any_way", "node_host_ips"]

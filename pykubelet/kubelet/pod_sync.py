@@ -41,7 +41,7 @@ from pykubelet.container.helpers import running_pod_from_status
 from pykubelet.events import WARNING, EventRecorder
 from pykubelet.kubelet.getters import POD_SUBDIRECTORIES, pod_dir
 from pykubelet.kubelet.mirror_client import MirrorClient
-from pykubelet.kubelet.node_info import node_host_ips
+from pykubelet.kubelet.node_info import host_ips_any_way
 from pykubelet.kubelet.pod_manager import PodManager, is_mirror_pod_of
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.lifecycle.interfaces import PodSyncHandler
@@ -72,18 +72,21 @@ class KubeletPodSyncer:
     def __init__(self, options: PodSyncOptions, runtime: Runtime,
                  status_manager: StatusManager, reason_cache: ReasonCache,
                  runtime_state: RuntimeState, probe_manager: ProbeManager, *,
+                 is_pod_termination_requested: Callable[[str], bool],
+                 abnormal_termination: Callable[[str], KillPodOptions | None],
                  pod_manager: PodManager | None = None,
                  volume_manager: VolumeManager | None = None,
                  mirror_client: MirrorClient | None = None,
                  get_node: Callable[[], V1Node | None] = lambda: None,
-                 is_pod_termination_requested: Callable[[str], bool] = lambda uid: False,
                  container_manager: ContainerManager | None = None,
                  recorder: EventRecorder | None = None,
-                 abnormal_termination: Callable[[str], KillPodOptions | None] = lambda uid: None,
                  prefetch_env: Callable[[V1Pod], Awaitable[None]] | None = None,
                  pod_sync_handlers: Sequence[PodSyncHandler] = (),
                  ) -> None:
-        """``container_manager`` gives pods their cgroups (None: ``cgroupsPerQOS`` off);
+        """``is_pod_termination_requested`` and ``abnormal_termination`` are the pod
+        workers' answers (the workers are built around this syncer, so production passes
+        them bound late; no default, since a wrong answer would go unnoticed);
+        ``container_manager`` gives pods their cgroups (None: ``cgroupsPerQOS`` off);
         ``abnormal_termination`` is the pod workers' record of a kill that brings its own
         status (an eviction), applied to every status computed afterwards;
         ``prefetch_env`` reads the ConfigMaps and Secrets the pod's env names
@@ -118,16 +121,9 @@ class KubeletPodSyncer:
             await asyncio.to_thread(_make_directories, wanted)
 
     def host_ips(self) -> list[str]:
-        """The node's IPs, primary first (upstream ``getHostIPsAnyWay``): the Node's
-        addresses once the Node lists some, before that (standalone, or the first syncs
-        of a kubelet whose Node is not registered yet) the kubelet's own node IP.
-
-        Pod statuses report them as ``hostIP``/``hostIPs``, and the runtime manager
-        asks them (``ContainerOptions.host_ips``) for the ``status.hostIP`` env."""
-        from_node = node_host_ips(self.get_node())
-        if from_node:
-            return from_node
-        return [self.options.host_ip] if self.options.host_ip else []
+        """The node's IPs for pod statuses' ``hostIP``/``hostIPs``; the runtime manager
+        reads the same rule (``host_ips_any_way``) for the ``status.hostIP`` env."""
+        return host_ips_any_way(self.get_node(), self.options.host_ip)
 
     def _api_status(self, pod: V1Pod, status: PodStatus, terminal: bool = False) -> V1PodStatus:
         previous = self.status_manager.get_pod_status(pod_uid(pod))

@@ -9,6 +9,10 @@ other in both directions:
    the kubelet exist (the garbage collectors need the runtime, eviction needs
    the active pods and a way to kill one).
 
+The container manager asks for the active pods only once it runs (its QoS
+cgroup updates), so it is built with a function that reads them late; the
+eviction manager reclaims through the garbage collectors built before it.
+
 ``start_container_manager`` is the start-up gate (upstream ``initializeModules``
 / ``containerManager.Start``): the cgroup version against ``failCgroupV1``,
 the runtime's cgroup driver against ``cgroupDriver``, reservations against
@@ -22,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +78,8 @@ def eviction_thresholds(server: KubeletServer) -> list[EvictionThreshold]:
     return with_allocatable_thresholds(thresholds, config.enforce_node_allocatable)
 
 
-def new_container_manager(server: KubeletServer) -> ContainerManager:
+def new_container_manager(server: KubeletServer, *,
+                          active_pods: Callable[[], Iterable[V1Pod]]) -> ContainerManager:
     config = server.config
     period = config.cpu_cfs_quota_period
     period_us = int(seconds(period) * 1_000_000) if period else DEFAULT_CFS_PERIOD_US
@@ -94,7 +99,7 @@ def new_container_manager(server: KubeletServer) -> ContainerManager:
         fail_cgroup_v1=config.fail_cgroup_v1,
         root_dir=server.flags.root_dir,
     )
-    return ContainerManager(node, CgroupManager(config.cgroup_driver))
+    return ContainerManager(node, CgroupManager(config.cgroup_driver), active_pods=active_pods)
 
 
 async def runtime_cgroup_driver(runtime_service: RuntimeService) -> str | None:
@@ -132,6 +137,21 @@ async def start_container_manager(manager: ContainerManager,
     await asyncio.to_thread(manager.start)
 
 
+@dataclass(frozen=True)
+class GarbageReclaimer:
+    """Eviction's node-level reclaim (``NodeReclaimer``) through the garbage collectors."""
+
+    container_gc: ContainerGC
+    image_gc: ImageGCManager
+
+    async def delete_all_unused_containers(self) -> None:
+        """Every dead container not needed by a live pod."""
+        await self.container_gc.garbage_collect(True, evict_non_deleted_pods=True)
+
+    async def delete_unused_images(self) -> None:
+        await self.image_gc.delete_unused_images()
+
+
 @dataclass
 class ResourceManagers:
     container_manager: ContainerManager
@@ -139,13 +159,6 @@ class ResourceManagers:
     image_gc: ImageGCManager
     log_manager: ContainerLogManager
     eviction: EvictionManager
-
-    async def delete_all_unused_containers(self) -> None:
-        """Eviction's node-level reclaim: every dead container not needed by a live pod."""
-        await self.container_gc.garbage_collect(True, evict_non_deleted_pods=True)
-
-    async def delete_unused_images(self) -> None:
-        await self.image_gc.delete_unused_images()
 
     def tasks(self, sources_ready: Callable[[], bool],
               pod_status: Callable[[str], PodStatus | None]
@@ -188,7 +201,6 @@ def build_resource_managers(
                         max_files=config.container_log_max_files),
         workers=config.container_log_max_workers,
         monitor_interval=seconds(config.container_log_monitor_interval))
-    container_manager.active_pods = active_pods
     cgroups = container_manager.cgroups
     capacity = container_manager.capacity.values
     allocatable = container_manager.allocatable_absolute()
@@ -209,13 +221,13 @@ def build_resource_managers(
         lambda: observe(sources),
         lambda disk: pod_usage(runtime_service, config.pod_logs_dir if disk else None),
         active_pods, kill_pod,
-        reclaimer=None, recorder=recorder, node_ref=node_ref)
-    managers = ResourceManagers(container_manager, container_gc, image_gc, log_manager, eviction)
-    eviction.reclaimer = managers
-    return managers
+        reclaimer=GarbageReclaimer(container_gc, image_gc), recorder=recorder,
+        node_ref=node_ref)
+    return ResourceManagers(container_manager, container_gc, image_gc, log_manager, eviction)
 
 
 __all__ = [
+    "GarbageReclaimer",
     "ResourceManagers",
     "build_resource_managers",
     "eviction_thresholds",

@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -125,7 +125,10 @@ class VolumeManager:
                  sources: VolumeSources | None = None, *,
                  pod_runtime_removed: Callable[[str], bool] = lambda uid: False,
                  sources_ready: Callable[[], bool] = lambda: True,
+                 torn_down: Sequence[Callable[[str], None]] = (),
                  reconcile_period: float = RECONCILE_PERIOD) -> None:
+        """``torn_down`` is called with a pod's UID once its volumes are all unmounted
+        (the token manager forgets the pod's tokens)."""
         self._dirs = dirs
         self._recorder = recorder
         self._sources = sources
@@ -136,7 +139,7 @@ class VolumeManager:
         self._actual: dict[str, dict[str, MountedVolume]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._reconstructed = False
-        self.torn_down: list[Callable[[str], None]] = []
+        self._torn_down = tuple(torn_down)
 
     def _lock(self, uid: str) -> asyncio.Lock:
         return self._locks.setdefault(uid, asyncio.Lock())
@@ -253,7 +256,7 @@ class VolumeManager:
                 self._actual.pop(uid, None)
                 self._desired.pop(uid, None)
                 self._locks.pop(uid, None)
-            for callback in self.torn_down:
+            for callback in self._torn_down:
                 callback(uid)
 
     def _reconstruct(self) -> None:

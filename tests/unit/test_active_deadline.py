@@ -227,7 +227,9 @@ def syncer_for(d: Deadlines, statuses: StatusManager, runtime: FakeRuntime,
     probes = ProbeManager(None, liveness=ResultsManager(), readiness=ResultsManager(),
                           startup=ResultsManager(), status_provider=statuses.peek_pod_status)
     return KubeletPodSyncer(PodSyncOptions(root_dir=str(tmp_path)), runtime, statuses,
-                            ReasonCache(), RuntimeState(), probes, pod_sync_handlers=[d.handler])
+                            ReasonCache(), RuntimeState(), probes, pod_sync_handlers=[d.handler],
+                            is_pod_termination_requested=lambda uid: False,
+                            abnormal_termination=lambda uid: None)
 
 
 @pytest.mark.parametrize("restart_policy", ["Always", "OnFailure", "Never"])

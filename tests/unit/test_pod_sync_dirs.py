@@ -12,7 +12,9 @@ from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
 
 def syncer_for(root: Path) -> KubeletPodSyncer:
     # Making the directories reads nothing but the root directory.
-    return KubeletPodSyncer(PodSyncOptions(root_dir=str(root)), None, None, None, None, None)
+    return KubeletPodSyncer(PodSyncOptions(root_dir=str(root)), None, None, None, None, None,
+                            is_pod_termination_requested=lambda uid: False,
+                            abnormal_termination=lambda uid: None)
 
 
 def pod_named(uid: str) -> V1Pod:

@@ -40,7 +40,9 @@ def test_a_pods_first_container_sees_the_node_ip_before_its_status_or_the_node_h
     node: V1Node | None = None
     syncer = KubeletPodSyncer(PodSyncOptions(root_dir="/unused", host_ip=KUBELET_NODE_IP),
                               None, None, None, None, None,  # none is read here
-                              get_node=lambda: node)
+                              get_node=lambda: node,
+                              is_pod_termination_requested=lambda uid: False,
+                              abnormal_termination=lambda uid: None)
     opts = RuntimeManagerOptions(node_name="node-a").container_options()
     opts.host_ips = syncer.host_ips
     pod = pod_from_dict({
