@@ -6,7 +6,7 @@
 # entry for the Debian archive the machine already uses, fetches the source
 # package with `apt-get source` and runs upstream's own `make`. The binaries
 # are cached per package version, so only the first run on a machine pays for
-# the build (BUILD_ESTIMATE below: 10 to 25 minutes on a fresh 2-core machine,
+# the build (BUILD_ESTIMATE below: 6 to 25 minutes on a fresh 2-core machine,
 # 2 GB of source, 1 GB of Go cache); the source tree and the Go cache are
 # removed once the binaries are copied. While it builds, a line a minute on
 # stderr says how long it has run and the build's latest step.
@@ -34,9 +34,10 @@ REFLECT2_DEBIAN=/usr/share/gocode/src/github.com/modern-go/reflect2
 REFLECT2_VENDOR=vendor/github.com/modern-go/reflect2
 DEB_SRC_LIST=/etc/apt/sources.list.d/pykubelet-deb-src.sources
 # Measured end to end (the packages, the source download, upstream's make) on
-# fresh 2-core, 24 GiB Debian bookworm machines: 564 s on one, 1473 s on
+# fresh 2-core, 24 GiB Debian bookworm machines: 564 s on one (381 s with the
+# build packages already installed), 1473 s on
 # another; the Go compiler's share depends on the cores' speed.
-BUILD_ESTIMATE="10 to 25 minutes on 2 cores"
+BUILD_ESTIMATE="6 to 25 minutes on 2 cores"
 PROGRESS_SECONDS=60
 
 cache_root="${PYKUBELET_K8S_CACHE:-/var/cache/pykubelet}"
