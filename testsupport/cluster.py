@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -133,6 +134,21 @@ def start_cluster_kubelet(plane: ControlPlane, endpoint: str, base: Path,
         kubelet.delete_node()
         raise
     return kubelet
+
+
+def host_ip() -> str | None:
+    """The address of the default route's interface (no packet is sent), or None.
+
+    Both kubelets get it as ``--node-ip``: a Node's InternalIP should be an
+    address the cluster can reach, and the Go kubelet refuses a loopback one
+    in its node status.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))  # TEST-NET-3: any non-local address
+        except OSError:
+            return None
+        return str(probe.getsockname()[0])
 
 
 def condition(node: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -92,6 +92,16 @@ class Testbed:
         """Build (or reuse) the pause and busybox archives in ``images_dir``."""
         self._run(SCRIPTS_DIR / "build-images.sh", str(self.images_dir))
 
+    def build_e2e_images(self, bin_dir: Path) -> list[Path]:
+        """Build (or reuse) the images upstream's e2e suite asks for (see build-images.sh)
+        from the programs in the control-plane cache ``bin_dir``; returns their archives."""
+        self._run(SCRIPTS_DIR / "build-images.sh", str(self.images_dir), "--e2e", str(bin_dir))
+        return sorted((self.images_dir / "e2e").glob("*.tar"))
+
+    def import_archives(self, archives: list[Path]) -> None:
+        """Import more image archives into the running containerd."""
+        self._containerd("import", *(str(archive) for archive in archives))
+
     def start(self) -> None:
         """Start containerd, import the test images and write ``dir/env``."""
         self._containerd("start")
@@ -122,8 +132,8 @@ class Testbed:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _containerd(self, command: str) -> None:
-        self._run(SCRIPTS_DIR / "containerd.sh", command, str(self.dir))
+    def _containerd(self, command: str, *args: str) -> None:
+        self._run(SCRIPTS_DIR / "containerd.sh", command, str(self.dir), *args)
 
     def _run(self, script: Path, *args: str) -> None:
         # The scripts run python3 from PATH for their CRI helper (grpc, the CRI

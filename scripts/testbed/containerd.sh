@@ -19,6 +19,8 @@
 #   containerd.sh stop [DIR]         remove every pod and container, stop everything,
 #                                    unmount and delete DIR (idempotent, crash-safe)
 #   containerd.sh status [DIR]       exit 0 when the daemon is running
+#   containerd.sh import DIR ARCHIVE...  import more OCI image archives into the
+#                                    running daemon (under the names they carry)
 # Environment: PYKUBELET_IMAGES_DIR (default /tmp/pykubelet-images) caches image archives.
 set -euo pipefail
 
@@ -220,9 +222,15 @@ start_daemon() {
         || die "CRI plugin did not become ready"
 }
 
+# Usage: import_archive ARCHIVE: into the CRI's namespace, on the daemon's snapshotter.
+import_archive() {
+    ctr -a "$dir/containerd.sock" -n k8s.io images import \
+        --snapshotter "$(cat "$dir/snapshotter")" "$1" >/dev/null \
+        || die "importing $1 failed"
+}
+
 import_images() {
-    local have snapshotter
-    snapshotter="$(cat "$dir/snapshotter")"
+    local have
     have="$(ctr -a "$dir/containerd.sock" -n k8s.io images ls -q)"
     local name archive
     for name in "$PAUSE_IMAGE" "$BUSYBOX_IMAGE"; do
@@ -233,12 +241,19 @@ import_images() {
             "$PAUSE_IMAGE") archive="$images_dir/pause.tar" ;;
             *) archive="$images_dir/busybox.tar" ;;
         esac
-        ctr -a "$dir/containerd.sock" -n k8s.io images import \
-            --snapshotter "$snapshotter" "$archive" >/dev/null \
-            || die "importing $archive failed"
+        import_archive "$archive"
     done
     python3 "$here/cri_tool.py" wait-images "$dir/containerd.sock" 15 \
         "$PAUSE_IMAGE" "$BUSYBOX_IMAGE" || die "imported images not visible through CRI"
+}
+
+cmd_import() {
+    process_running "$(daemon_pid)" || die "no containerd running in $dir"
+    local archive
+    for archive in "$@"; do
+        [[ -f "$archive" ]] || die "no archive $archive"
+        import_archive "$archive"
+    done
 }
 
 cmd_start() {
@@ -376,6 +391,7 @@ main() {
         stop-daemon) cmd_stop_daemon ;;
         stop) cmd_stop ;;
         status) cmd_status ;;
+        import) shift 2; cmd_import "$@" ;;
         *)
             sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
             exit 2

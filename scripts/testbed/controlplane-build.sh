@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build a real Kubernetes control plane (and the Go kubelet) from Debian's own
-# `kubernetes` source package, for pykubelet's cluster-mode tests and demos.
+# `kubernetes` source package, for pykubelet's cluster-mode tests and demos,
+# and in the same `make` (one compile cache) upstream's end-to-end suite
+# (e2e.test, ginkgo) and the two test-image programs the conformance harness
+# packs into images (agnhost, nonewprivs; scripts/conformance.sh).
 #
 # Nothing of Kubernetes is kept in this repository: the script adds a deb-src
 # entry for the Debian archive the machine already uses, fetches the source
@@ -24,7 +27,16 @@
 set -euo pipefail
 
 SOURCE_PACKAGE=kubernetes
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# Upstream's make targets; the cache holds each under its base name.
+TARGETS=(cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubelet
+         test/e2e/e2e.test vendor/github.com/onsi/ginkgo/ginkgo
+         test/images/agnhost test/images/nonewprivs)
+BINARIES=("${TARGETS[@]##*/}")
+# The image programs run in a busybox root file system with no C library.
+STATIC_IMAGE_PROGRAMS="agnhost nonewprivs"
+# Source files the agnhost image carries beside the program (its porter's
+# TLS pair), kept in the cache under image-data/.
+IMAGE_DATA=(test/images/agnhost/porter/localhost.crt test/images/agnhost/porter/localhost.key)
 BUILD_PACKAGES=(golang-go make rsync dpkg-dev golang-github-modern-go-reflect2-dev)
 RUNTIME_PACKAGES=(etcd-server openssl)
 # Debian's reflect2 1.0.2: the copy vendored by Kubernetes 1.20 (v1.0.1) reads
@@ -186,10 +198,13 @@ print(sorted(versions, key=functools.cmp_to_key(cmp))[-1])
 }
 
 cache_complete() {
-    local binary
+    local binary data
     [[ -f "$1/complete" ]] || return 1
     for binary in "${BINARIES[@]}"; do
         [[ -x "$1/$binary" ]] || return 1
+    done
+    for data in "${IMAGE_DATA[@]}"; do
+        [[ -f "$1/image-data/$data" ]] || return 1
     done
 }
 
@@ -235,8 +250,7 @@ build() {
     find "$REFLECT2_DEBIAN" -maxdepth 1 -type f \( -name '*.s' -o -name 'LICENSE' \) \
         -exec cp {} "$srcdir/$REFLECT2_VENDOR/" \; || true
 
-    local what="" binary
-    for binary in "${BINARIES[@]}"; do what+="cmd/$binary "; done
+    local binary
     # Upstream's make (hack/lib/golang.sh) builds in GOPATH mode from vendor/
     # and generates the OpenAPI definitions a plain `go build` lacks. Nothing
     # may come from the network; the version stamp comes from the package.
@@ -247,8 +261,9 @@ build() {
         export GOPATH="$workdir/gopath" GOCACHE="$workdir/gocache" GOPROXY=off \
             GOTOOLCHAIN=local GOFLAGS=-mod=vendor GO111MODULE=off \
             KUBE_GIT_VERSION="$upstream_version" KUBE_GIT_TREE_STATE=clean \
-            KUBE_BUILD_PLATFORMS=linux/"$(go env GOARCH)"
-        make WHAT="${what% }"
+            KUBE_BUILD_PLATFORMS=linux/"$(go env GOARCH)" \
+            KUBE_STATIC_OVERRIDES="$STATIC_IMAGE_PROGRAMS"
+        make WHAT="${TARGETS[*]}"
     ) >>"$build_log" 2>&1 || { tail -n 30 "$build_log" >&2; die "make failed (log: $build_log)"; }
 
     local out
@@ -257,6 +272,11 @@ build() {
     for binary in "${BINARIES[@]}"; do
         [[ -x "$out/$binary" ]] || die "make produced no $binary in $out"
         cp "$out/$binary" "$bin_dir.tmp/"
+    done
+    local data
+    for data in "${IMAGE_DATA[@]}"; do
+        mkdir -p "$bin_dir.tmp/image-data/$(dirname "$data")"
+        cp "$srcdir/$data" "$bin_dir.tmp/image-data/$data"
     done
     "$bin_dir.tmp/kube-apiserver" --version >"$bin_dir.tmp/version" 2>&1 \
         || die "the built kube-apiserver does not run"

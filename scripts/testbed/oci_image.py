@@ -159,6 +159,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--entrypoint", help="JSON list")
     parser.add_argument("--cmd", help="JSON list")
     parser.add_argument("--workdir", default="/")
+    parser.add_argument("--user", help="the image's USER, e.g. 1234")
     return parser.parse_args(argv)
 
 
@@ -172,6 +173,8 @@ def main(argv: list[str]) -> int:
         config["Entrypoint"] = json.loads(args.entrypoint)
     if args.cmd:
         config["Cmd"] = json.loads(args.cmd)
+    if args.user:
+        config["User"] = args.user
     write_archive(build_image(args.rootfs, args.name, config), args.out)
     return 0
 

@@ -1,0 +1,158 @@
+"""The upstream Go kubelet (v1.20, built from Debian's source) as a process beside pykubelet.
+
+Benchmarks (``bench/peer.py``) and the conformance harness
+(``testsupport/conformance.py``) run it on the same containerd testbed as
+pykubelet, with the same handle (ports, manifests, ``/pods``), so that one
+run compares the two. It is kept from touching the host: no iptables chains,
+its own root, cert, log and cgroupRoot; it runs in a private mount namespace
+where the six kernel settings it would otherwise rewrite
+(``protectKernelDefaults: false``) are files already holding the values it
+wants, so it finds nothing to change. What it still leaves outside its base
+directory (cgroups, pod log entries) ``remove_leftovers`` removes.
+"""
+
+from __future__ import annotations
+
+import glob
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testsupport.kubelet_process import KubeletProcess
+
+HEALTHZ_TIMEOUT_SECONDS = 60.0
+# The kernel settings the Go kubelet 1.20 sets when protectKernelDefaults is
+# false (its container manager's setupKernelTunables), with the values it wants.
+GO_KERNEL_TUNABLES = {
+    "vm/overcommit_memory": "1",
+    "vm/panic_on_oom": "0",
+    "kernel/panic": "10",
+    "kernel/panic_on_oops": "1",
+    "kernel/keys/root_maxkeys": "1000000",
+    "kernel/keys/root_maxbytes": "25000000",
+}
+CGROUP_FS = Path("/sys/fs/cgroup")
+# The Go kubelet 1.20 cannot be told another pod log directory.
+GO_POD_LOGS = Path("/var/log/pods")
+GO_CONTAINER_LOGS = Path("/var/log/containers")
+GO_FIXED_DIR = Path("/var/lib/kubelet")
+
+
+class GoKubeletProcess(KubeletProcess):
+    """The upstream Go kubelet, with the same handle (ports, manifests, /pods) as pykubelet's."""
+
+    def __init__(self, base: Path, endpoint: str, binary: Path, node_name: str,
+                 extra_config: dict[str, Any], extra_args: list[str]) -> None:
+        super().__init__(base, endpoint, node_name=node_name, extra_args=extra_args)
+        self.binary = binary
+        self.cgroup_root = f"/{base.parent.name}-{base.name}"
+        self.log_dir = base / "klog"
+        self.created_fixed_dir = False
+        config: dict[str, Any] = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": "127.0.0.1",
+            "readOnlyPort": self.read_only_port,
+            "port": self.port,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": self.healthz_port,
+            "authentication": {"webhook": {"enabled": False}, "anonymous": {"enabled": True}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "staticPodPath": str(self.manifests),
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": self.cgroup_root,
+            "failSwapOn": False,
+            "protectKernelDefaults": False,
+            "makeIPTablesUtilChains": False,
+            **extra_config,
+        }
+        self.config_path.write_text(yaml.safe_dump(config))
+
+    def _launch_script(self) -> str:
+        """Shell run in the private mount namespace: mask the tunables, then exec the kubelet."""
+        tunables = self.base / "kernel-tunables"
+        tunables.mkdir(exist_ok=True)
+        lines = ["set -e"]
+        for key, value in GO_KERNEL_TUNABLES.items():
+            file = tunables / key.replace("/", "_")
+            file.write_text(value + "\n")
+            lines.append(f"mount --bind {shlex.quote(str(file))} /proc/sys/{key}")
+        # Its device-plugin socket directory (/var/lib/kubelet/device-plugins) is fixed in
+        # 1.20: cover the host's /var/lib/kubelet with a directory of ours when there is one
+        # (else the kubelet creates it, and remove_leftovers removes it).
+        if GO_FIXED_DIR.is_dir():
+            own = self.base / "var-lib-kubelet"
+            own.mkdir(exist_ok=True)
+            lines.append(f"mount --bind {shlex.quote(str(own))} {GO_FIXED_DIR}")
+        else:
+            self.created_fixed_dir = True
+        argv = [str(self.binary), "--config", str(self.config_path),
+                "--root-dir", str(self.root), "--cert-dir", str(self.cert_dir),
+                "--hostname-override", self.node_name, "--node-ip", "127.0.0.1",
+                "--container-runtime", "remote",
+                "--container-runtime-endpoint", self.endpoint,
+                "--log-dir", str(self.log_dir), *self.extra_args]
+        lines.append("exec " + shlex.join(argv))
+        return "\n".join(lines)
+
+    def start(self) -> None:
+        # 1.20 refuses to start unless its cgroupRoot already exists in every hierarchy.
+        for hierarchy in cgroup_hierarchies():
+            (hierarchy / self.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
+        # unshare and sh both exec: the pid is the kubelet's own.
+        self.process = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+             self._launch_script()], stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        try:
+            self.wait_for(lambda: self.healthz() == "ok", HEALTHZ_TIMEOUT_SECONDS,
+                          "Go kubelet healthz")
+        except BaseException:
+            self.stop()
+            raise
+
+    def remove_leftovers(self) -> None:
+        """What it made outside its base directory: cgroups and pod log entries."""
+        # It also makes its tree in the hybrid host's cgroup v2 hierarchy, unasked.
+        for hierarchy in (*cgroup_hierarchies(), CGROUP_FS / "unified"):
+            remove_cgroup_tree(hierarchy / self.cgroup_root.lstrip("/"))
+        remove_container_log_links(self.node_name)
+        for path in glob.glob(str(GO_POD_LOGS / f"default_*-{self.node_name}_*")):
+            shutil.rmtree(path, ignore_errors=True)
+        if self.created_fixed_dir:
+            shutil.rmtree(GO_FIXED_DIR, ignore_errors=True)
+
+
+def remove_container_log_links(node_name: str) -> None:
+    """The /var/log/containers links a kubelet left for this benchmark's static pods."""
+    for path in glob.glob(str(GO_CONTAINER_LOGS / f"*-{node_name}_default_*.log")):
+        Path(path).unlink(missing_ok=True)
+
+
+def cgroup_hierarchies() -> list[Path]:
+    """The cgroup v1 hierarchies (symlinked co-mounts such as cpu,cpuacct counted once)."""
+    return [path for path in sorted(CGROUP_FS.iterdir())
+            if path.is_dir() and not path.is_symlink() and path.name != "unified"]
+
+
+def remove_cgroup_tree(path: Path) -> None:
+    """rmdir bottom-up; a cgroup still holding a process stays (and is reported)."""
+    if not path.is_dir():
+        return
+    for child in sorted((p for p in path.rglob("*") if p.is_dir()),
+                        key=lambda p: len(p.parts), reverse=True):
+        try:
+            child.rmdir()
+        except OSError as err:
+            print(f"cannot remove cgroup {child}: {err}", file=sys.stderr)
+    try:
+        path.rmdir()
+    except OSError as err:
+        print(f"cannot remove cgroup {path}: {err}", file=sys.stderr)
