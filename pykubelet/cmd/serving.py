@@ -54,8 +54,8 @@ def serving_ssl_context(kubelet: Kubelet, server: KubeletServer,
         return None
     if not server.config.server_tls_bootstrap:
         return tls.ssl_context()
-    node = kubelet.node
-    if node is None or deps.kube_client is None:
+    cluster = kubelet.cluster
+    if cluster is None:
         raise ValueError("serverTLSBootstrap needs an API server to issue the serving "
                          "certificate: run with --kubeconfig, or set serverTLSBootstrap: false")
     serving = ServingContext(tls)
@@ -69,7 +69,7 @@ def serving_ssl_context(kubelet: Kubelet, server: KubeletServer,
 
     manager = ServerCertificateManager(
         FileStore(server.flags.cert_dir, KUBELET_SERVER_PREFIX), kubelet.options.node_name,
-        lambda: node.status.last_observed_addresses, csr_client, rotated,
+        lambda: cluster.node_status.last_observed_addresses, csr_client, rotated,
         initial=_configured_pair(server), close_clients=False)
     current = manager.current()
     if current is not None:

@@ -4,8 +4,11 @@ Seeds 002 and 003 walk this file's upstream counterpart, ``pkg/kubelet/kubelet.g
 
 - ``new_main_kubelet`` (upstream ``NewMainKubelet``) constructs every module
   from the configuration and the ``Dependencies`` and wires their channels,
-  starting nothing. The order is one-way: the pod syncer first, the pod
-  workers around it, then the ``Kubelet`` that holds them all.
+  starting nothing. It is a sequence of phases, each returning complete
+  modules: the machine, the cluster parts (``None`` standalone: the mode is
+  decided there, once), the runtime, the pods (the pod syncer first, the pod
+  workers around it), the resource managers, then the ``Kubelet`` that holds
+  them all.
 - ``Kubelet.run`` (upstream ``Kubelet.Run``) calls ``initialize_modules``,
   starts the long-running loops in upstream's order under the supervisor,
   then runs the sync loop (``sync_loop.py``: ``syncLoop``/``syncLoopIteration``).
@@ -22,29 +25,35 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from kubernetes_asyncio.client import CoreV1Api, V1Node, V1Pod, V1PodStatus
+from kubernetes_asyncio.client import V1Node, V1Pod, V1PodStatus
 
 from pykubelet import metrics
 from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
 from pykubelet.api.kubetypes import API_SOURCE, FILE_SOURCE, HTTP_SOURCE, PodUpdate, SyncPodType
 from pykubelet.client.informer import ObjectInformer
+from pykubelet.cm import ContainerManager
 from pykubelet.cm.helpers import MILLI_CPU_PER_CPU
 from pykubelet.config.server import KubeletServer
 from pykubelet.config.units import seconds
 from pykubelet.container import ContainerState, Pod, PodStatus, ProbeResult
 from pykubelet.container.cache import PodCache
 from pykubelet.cri.errors import CRIError
-from pykubelet.envvars import ServiceStore, service_env_for
+from pykubelet.envvars import service_env_for
 from pykubelet.events import WARNING
 from pykubelet.kubelet.active_deadline import ActiveDeadlineHandler
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import RootDirs, plugins_dir, pod_dir, pods_dir
-from pykubelet.kubelet.mirror_client import ApiMirrorClient, MirrorClient
 from pykubelet.kubelet.node_info import LocalNode, NodeView, host_ips_any_way
-from pykubelet.kubelet.node_status import NodeParts, build_node_parts, read_node_resources
+from pykubelet.kubelet.node_status import (
+    ClusterParts,
+    LatePressure,
+    build_cluster_parts,
+    read_node_resources,
+)
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
 from pykubelet.kubelet.resources import (
@@ -67,6 +76,8 @@ from pykubelet.lifecycle.admission import (
 )
 from pykubelet.lifecycle.handlers import HandlerRunner
 from pykubelet.lifecycle.interfaces import PodSyncLoopHandler
+from pykubelet.nodestatus import MachineResources, PressureReporter
+from pykubelet.nodestatus.machine import MachineInfo
 from pykubelet.nodestatus.resources import (
     CPU,
     MEMORY,
@@ -74,7 +85,6 @@ from pykubelet.nodestatus.resources import (
     allocatable_status,
     pods_capacity,
 )
-from pykubelet.objectcache import new_configmap_manager, new_secret_manager, ttl_from_node
 from pykubelet.pleg import GenericPLEG
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
@@ -86,11 +96,8 @@ from pykubelet.sources.http import StaticPodURLSource
 from pykubelet.sources.podconfig import PodConfig
 from pykubelet.stats import StatsProvider
 from pykubelet.status import ReasonCache, StatusManager
-from pykubelet.status.apiclient import ApiStatusSink
-from pykubelet.token import TokenManager
 from pykubelet.util import klog
 from pykubelet.util.late import LateBound
-from pykubelet.util.reflector import ApiListWatch, Reflector
 from pykubelet.util.supervisor import Supervisor
 from pykubelet.volumemanager import VolumeManager
 
@@ -128,8 +135,7 @@ class SyncLoopMonitor:
         return None
 
 
-def make_pod_source_config(server: KubeletServer, node_name: str,
-                           deps: Dependencies | None = None,
+def make_pod_source_config(server: KubeletServer, node_name: str, deps: Dependencies,
                            node_has_synced: Callable[[], bool] | None = None) -> PodConfig:
     """Upstream ``makePodSourceConfig``: the pod config with a channel per configured source.
 
@@ -150,7 +156,7 @@ def make_pod_source_config(server: KubeletServer, node_name: str,
         pod_config.add_source(StaticPodURLSource(
             config.static_pod_url, dict(config.static_pod_url_header or {}), node_name,
             pod_config.channel(HTTP_SOURCE), check_frequency=seconds(config.http_check_frequency)))
-    if deps is not None and deps.kube_client is not None:
+    if not deps.standalone:
         klog.info("Adding apiserver pod source")
         pod_config.add_source(ApiserverPodSource.for_node(
             deps.kube_client, node_name, pod_config.channel(API_SOURCE),
@@ -158,30 +164,119 @@ def make_pod_source_config(server: KubeletServer, node_name: str,
     return pod_config
 
 
+@dataclass(frozen=True)
+class LateModules:
+    """What modules built early read from modules built later (``pykubelet.util.late``)."""
+
+    pod_workers: LateBound[PodWorkers] = field(
+        default_factory=lambda: LateBound("the pod workers"))
+    runtime: LateBound[KubeGenericRuntimeManager] = field(
+        default_factory=lambda: LateBound("the runtime manager"))
+    active_pods: LateBound[Callable[[], list[V1Pod]]] = field(
+        default_factory=lambda: LateBound("the active pods"))
+    pressure: LateBound[PressureReporter] = field(
+        default_factory=lambda: LateBound("the eviction manager"))
+
+
+@dataclass(frozen=True)
+class MachineParts:
+    """The machine before any pod: its cgroups, what it has, and the Node as known here."""
+
+    container_manager: ContainerManager
+    machine: MachineInfo
+    resources: MachineResources
+    node_view: NodeView
+
+
+@dataclass(frozen=True)
+class RuntimeParts:
+    """The runtime manager and what it is built on: volumes and the containers' options."""
+
+    manager: KubeGenericRuntimeManager
+    volume_host: VolumeHost
+    volume_manager: VolumeManager
+    sandbox_image: str
+
+
+@dataclass(frozen=True)
+class PodParts:
+    """The modules that hold and sync pods, the pod workers around the syncer."""
+
+    pod_manager: PodManager
+    cache: PodCache
+    pleg: GenericPLEG
+    status_manager: StatusManager
+    probe_manager: ProbeManager
+    active_deadline: ActiveDeadlineHandler
+    pod_workers: PodWorkers
+    # Pods that hold node resources: what eviction and the container manager weigh.
+    active_pods: Callable[[], list[V1Pod]]
+
+
 async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
-                           node_name: str, host_ip: str,
-                           node_informer: ObjectInformer[V1Node] | None = None) -> Kubelet:
+                           node_name: str, host_ip: str, *,
+                           node_informer: ObjectInformer[V1Node] | None) -> Kubelet:
     """Upstream ``NewMainKubelet``: construct every module and wire them; start nothing.
 
-    The one call made here is the runtime's version check, as upstream's
-    runtime manager makes it on construction: a kubelet whose runtime speaks
-    another CRI version must not be built at all.
+    Each phase returns complete modules; a module built early that asks one built
+    later reads it through ``LateModules``. The mode is decided once, here:
+    ``cluster`` is the ``ClusterParts`` with an API server, ``None`` standalone.
+    The one call made is the runtime's version check, as upstream's runtime manager
+    makes it on construction: a kubelet whose runtime speaks another CRI version
+    must not be built at all.
     """
     config, flags = server.config, server.flags
-    supervisor = Supervisor()
-    # Built after the modules that ask them about pods (see pykubelet.util.late).
-    pod_workers_late: LateBound[PodWorkers] = LateBound("the pod workers")
-    runtime_late: LateBound[KubeGenericRuntimeManager] = LateBound("the runtime manager")
-    active_pods_late: LateBound[Callable[[], list[V1Pod]]] = LateBound("the active pods")
-    # The container manager comes first: every sandbox is placed in its pod cgroup.
-    container_manager = new_container_manager(
-        server, active_pods=lambda: active_pods_late.get()())
-    pod_cgroups = container_manager if config.cgroups_per_qos else None
+    metrics.set_node_name(node_name)
+    late = LateModules()
+    machine = await build_machine_parts(server, node_name, node_informer, late)
+    runtime_state = RuntimeState()
+    cluster = None if deps.standalone else await build_cluster_parts(
+        server, deps, node_name, informer=node_informer, node_view=machine.node_view,
+        health=runtime_state, machine=machine.machine, resources=machine.resources,
+        pressure=LatePressure(late.pressure))
     # Probe verdicts: liveness and startup steer the runtime manager (kill and
     # restart), readiness and startup shape the pod status.
     liveness, readiness, startup = ResultsManager(), ResultsManager(), ResultsManager()
-    # What the node has and what pods may use: the machine, less the container manager's
-    # reservation. The node status reports it; admission reads it before the Node exists.
+    runtime = await build_runtime_parts(server, deps, pod_config, machine, cluster, late,
+                                        node_name=node_name, host_ip=host_ip,
+                                        liveness=liveness, startup=startup)
+    pods = build_pod_parts(server, deps, runtime, machine, cluster, late,
+                           runtime_state=runtime_state, node_name=node_name, host_ip=host_ip,
+                           probe_results=(liveness, readiness, startup))
+    resources = build_resource_managers(
+        server, machine.container_manager, deps.runtime_service, deps.image_service,
+        runtime.manager, pods.pod_workers, active_pods=pods.active_pods,
+        kill_pod=evict_with(pods.pod_workers), recorder=deps.recorder, node_name=node_name,
+        sandbox_image=runtime.sandbox_image)
+    # The node status reports the eviction manager's pressure as the node's conditions.
+    late.pressure.set(resources.eviction)
+    return Kubelet(
+        KubeletOptions(node_name=node_name, root_dir=flags.root_dir,
+                       pod_logs_dir=config.pod_logs_dir, host_ip=host_ip,
+                       max_pods=config.max_pods, sync_frequency=seconds(config.sync_frequency)),
+        deps=deps, supervisor=Supervisor(), runtime=runtime.manager, cache=pods.cache,
+        pleg=pods.pleg, pod_manager=pods.pod_manager, status_manager=pods.status_manager,
+        runtime_state=runtime_state, probe_manager=pods.probe_manager,
+        pod_workers=pods.pod_workers, sources_ready=pod_config.sources_ready,
+        admit_handlers=[SysctlAllowlist.for_node(config.allowed_unsafe_sysctls or []),
+                        PredicateAdmitHandler(machine.node_view.get_node_any_way)],
+        pod_sync_loop_handlers=[pods.active_deadline],
+        sync_loop_monitor=SyncLoopMonitor(
+            threshold=max(2 * seconds(config.sync_frequency), 300.0)),
+        stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
+                                     flags.root_dir, config.pod_logs_dir),
+        resources=resources, volume_manager=runtime.volume_manager, cluster=cluster)
+
+
+async def build_machine_parts(server: KubeletServer, node_name: str,
+                              node_informer: ObjectInformer[V1Node] | None,
+                              late: LateModules) -> MachineParts:
+    """The container manager first (every sandbox is placed in its pod cgroup), then what
+    the node has and pods may use: the machine, less the container manager's reservation.
+    The node status reports it; admission reads it before the Node exists."""
+    config, flags = server.config, server.flags
+    container_manager = new_container_manager(
+        server, active_pods=lambda: late.active_pods.get()())
     machine, node_resources = await read_node_resources(
         server, container_manager.allocatable_reservation)
     pods_limit = pods_capacity(config.max_pods, config.pods_per_core, machine.num_cores)
@@ -190,6 +285,18 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         taints=config.register_with_taints,
         allocatable=lambda: allocatable_status(node_resources, pods_limit)),
         node_informer)
+    return MachineParts(container_manager, machine, node_resources, node_view)
+
+
+async def build_runtime_parts(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
+                              machine: MachineParts, cluster: ClusterParts | None,
+                              late: LateModules, *, node_name: str, host_ip: str,
+                              liveness: ResultsManager, startup: ResultsManager
+                              ) -> RuntimeParts:
+    """The volumes, every container's node-wide options, then the runtime manager on them."""
+    config, flags = server.config, server.flags
+    pod_cgroups = machine.container_manager if config.cgroups_per_qos else None
+    node_view = machine.node_view
     runtime_options = RuntimeManagerOptions(
         root_dir=flags.root_dir,
         pod_logs_dir=config.pod_logs_dir,
@@ -211,33 +318,25 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     node_wide = runtime_options.container_options()
     # A container without a cpu or memory limit reads the node's allocatable from the
     # downward API (env and volume files), as upstream.
-    allocatable = allocatable_from(node_resources.capacity(),
-                                   node_resources.allocatable_reservation())
+    allocatable = allocatable_from(machine.resources.capacity(),
+                                   machine.resources.allocatable_reservation())
     allocatable_cpu_millis = (int(allocatable[CPU] * MILLI_CPU_PER_CPU) if CPU in allocatable
                               else node_wide.node_allocatable_cpu_millis)
     allocatable_memory = int(allocatable[MEMORY]) if MEMORY in allocatable else None
     volume_host = build_volume_host(
-        server, deps, node_view,
-        allocatable=(allocatable_cpu_millis, allocatable_memory or node_wide.memory_capacity))
-    # The pod manager registers every pod's ConfigMap and Secret references.
-    pod_manager = PodManager([m for m in (volume_host.config_maps, volume_host.secrets)
-                              if m is not None])
+        cluster, allocatable=(allocatable_cpu_millis,
+                              allocatable_memory or node_wide.memory_capacity))
     volume_manager = VolumeManager(
         RootDirs(flags.root_dir), deps.recorder, volume_host,
-        pod_runtime_removed=lambda uid: pod_workers_late.get().should_pod_runtime_be_removed(
+        pod_runtime_removed=lambda uid: late.pod_workers.get().should_pod_runtime_be_removed(
             uid),
         sources_ready=pod_config.sources_ready,
-        torn_down=[volume_host.tokens.delete_pod_tokens] if volume_host.tokens else [])
-    # Service links: every Service, kept by a reflector run with the kubelet (cluster mode).
-    services = ServiceStore() if deps.kube_client is not None else None
-    service_reflector = (Reflector("services", ApiListWatch(
-        CoreV1Api(deps.kube_client).list_service_for_all_namespaces), services)
-        if services is not None else None)
+        torn_down=[cluster.tokens.delete_pod_tokens] if cluster is not None else [])
 
     async def pod_ip_for_hooks(pod: V1Pod) -> str:
         # Hooks run inside a sync, when the runtime already knows the sandbox IP
         # (the status manager may not have it yet).
-        status = await runtime_late.get().get_pod_status(
+        status = await late.runtime.get().get_pod_status(
             pod.metadata.uid, pod.metadata.name, pod.metadata.namespace)
         return status.ips[0] if status.ips else ""
 
@@ -249,32 +348,41 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         node_allocatable_memory=allocatable_memory,
         volume_mounter=volume_manager,
         env_source=volume_host.env_source(),
-        service_env_for=service_env_for(services),
+        service_env_for=service_env_for(cluster.services if cluster is not None else None),
         recorder=deps.recorder)
     runtime = KubeGenericRuntimeManager(
         deps.runtime_service, deps.image_service, runtime_options,
         liveness=liveness, startup=startup, handler_runner=handler_runner,
         container_options=container_options, recorder=deps.recorder)
-    runtime_late.set(runtime)
+    late.runtime.set(runtime)
     await runtime.initialize()
     # Image GC never removes the runtime's pause image.
     sandbox_image = await runtime_sandbox_image(deps.runtime_service)
+    return RuntimeParts(runtime, volume_host, volume_manager, sandbox_image)
 
+
+def build_pod_parts(server: KubeletServer, deps: Dependencies, runtime: RuntimeParts,
+                    machine: MachineParts, cluster: ClusterParts | None, late: LateModules, *,
+                    runtime_state: RuntimeState, node_name: str, host_ip: str,
+                    probe_results: tuple[ResultsManager, ResultsManager, ResultsManager]
+                    ) -> PodParts:
+    """The pod syncer first, then the pod workers around it (upstream's order)."""
+    config, flags = server.config, server.flags
+    liveness, readiness, startup = probe_results
+    volume_host = runtime.volume_host
+    # The pod manager registers every pod's ConfigMap and Secret references.
+    pod_manager = PodManager([cluster.config_maps, cluster.secrets] if cluster is not None
+                             else [])
     cache = PodCache()
-    pleg = GenericPLEG(runtime, cache)
-    runtime_state = RuntimeState()
+    pleg = GenericPLEG(runtime.manager, cache)
     runtime_state.add_health_check("PLEG", pleg.healthy)
     # The status manager asks the pod workers (built below) whether a pod's
     # containers may still run before it reports a terminal phase.
     status_manager = StatusManager(
-        ApiStatusSink(deps.kube_client) if deps.kube_client is not None else None,
+        cluster.status_sink if cluster is not None else None,
         pods=pod_manager,
         could_have_running_containers=lambda uid: (
-            pod_workers_late.get().could_have_running_containers(uid)))
-    mirror_client = (ApiMirrorClient(deps.kube_client, node_name, node_view.node_uid)
-                     if deps.kube_client is not None else None)
-    with_sysctls = SysctlAllowlist.for_node(config.allowed_unsafe_sysctls or [])
-    reason_cache = ReasonCache()
+            late.pod_workers.get().could_have_running_containers(uid)))
     probe_manager = ProbeManager(Prober(deps.runtime_service, deps.recorder), liveness=liveness,
                                  readiness=readiness, startup=startup,
                                  status_provider=status_manager.peek_pod_status)
@@ -282,79 +390,57 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     # handler), and that sync's status fails it (a pod sync handler).
     active_deadline = ActiveDeadlineHandler(status_provider=status_manager.peek_pod_status,
                                             recorder=deps.recorder)
+    pod_cgroups = machine.container_manager if config.cgroups_per_qos else None
     syncer = KubeletPodSyncer(
         PodSyncOptions(root_dir=flags.root_dir, host_ip=host_ip,
-                       runtime_type=runtime.runtime_type, node_name=node_name),
-        runtime, status_manager, reason_cache, runtime_state, probe_manager,
-        pod_manager=pod_manager, volume_manager=volume_manager,
+                       runtime_type=runtime.manager.runtime_type, node_name=node_name),
+        runtime.manager, status_manager, ReasonCache(), runtime_state, probe_manager,
+        pod_manager=pod_manager, volume_manager=runtime.volume_manager,
         prefetch_env=volume_host.prefetch_env,
-        mirror_client=mirror_client, get_node=node_view.get_node,
+        mirror_client=cluster.mirror_client if cluster is not None else None,
+        get_node=machine.node_view.get_node,
         is_pod_termination_requested=lambda uid: (
-            pod_workers_late.get().is_pod_termination_requested(uid)),
+            late.pod_workers.get().is_pod_termination_requested(uid)),
         container_manager=pod_cgroups, recorder=deps.recorder,
         pod_sync_handlers=[active_deadline],
         # The pod workers are built around the syncer.
-        abnormal_termination=lambda uid: pod_workers_late.get().abnormal_termination(uid))
+        abnormal_termination=lambda uid: late.pod_workers.get().abnormal_termination(uid))
     pod_workers = PodWorkers(syncer, cache, resync_interval=seconds(config.sync_frequency),
                              backoff_period=POD_WORKER_BACKOFF)
-    pod_workers_late.set(pod_workers)
-    metrics.set_node_name(node_name)
+    late.pod_workers.set(pod_workers)
+
+    def active_pods() -> list[V1Pod]:
+        return filter_out_inactive_pods(pod_manager.get_pods(), pod_workers, status_manager)
+
+    late.active_pods.set(active_pods)
+    return PodParts(pod_manager, cache, pleg, status_manager, probe_manager, active_deadline,
+                    pod_workers, active_pods)
+
+
+def evict_with(pod_workers: PodWorkers
+               ) -> Callable[[V1Pod, int, Callable[[V1PodStatus], None]], Awaitable[None]]:
+    """The eviction manager's kill: an abnormal termination through the pod's worker."""
 
     async def evict(pod: V1Pod, grace: int, status_func: Callable[[V1PodStatus], None]) -> None:
         await pod_workers.terminate_pod_abnormally_and_wait(
             pod, grace_period_override=grace, pod_status_func=status_func, evict=True)
 
-    def active_pods() -> list[V1Pod]:
-        return filter_out_inactive_pods(pod_manager.get_pods(), pod_workers, status_manager)
-
-    active_pods_late.set(active_pods)
-    resources = build_resource_managers(
-        server, container_manager, deps.runtime_service, deps.image_service, runtime,
-        pod_workers, active_pods=active_pods, kill_pod=evict, recorder=deps.recorder,
-        node_name=node_name, sandbox_image=sandbox_image)
-    node = None
-    if not deps.standalone:
-        # The eviction manager's pressure shows as the node's conditions.
-        node = await build_node_parts(server, deps, node_name, runtime_state, machine,
-                                      node_resources,
-                                      pressure=resources.eviction if resources else None,
-                                      informer=node_informer)
-    return Kubelet(
-        KubeletOptions(node_name=node_name, root_dir=flags.root_dir,
-                       pod_logs_dir=config.pod_logs_dir, host_ip=host_ip,
-                       max_pods=config.max_pods, sync_frequency=seconds(config.sync_frequency)),
-        deps=deps, supervisor=supervisor, runtime=runtime, cache=cache, pleg=pleg,
-        pod_manager=pod_manager, status_manager=status_manager, reason_cache=reason_cache,
-        runtime_state=runtime_state, probe_manager=probe_manager, pod_workers=pod_workers,
-        sources_ready=pod_config.sources_ready, node_view=node_view,
-        admit_handlers=[with_sysctls, PredicateAdmitHandler(node_view.get_node_any_way)],
-        pod_sync_loop_handlers=[active_deadline],
-        mirror_client=mirror_client,
-        sync_loop_monitor=SyncLoopMonitor(
-            threshold=max(2 * seconds(config.sync_frequency), 300.0)),
-        stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
-                                     flags.root_dir, config.pod_logs_dir),
-        node=node, resources=resources, volume_manager=volume_manager,
-        volume_host=volume_host, service_reflector=service_reflector)
+    return evict
 
 
-def build_volume_host(server: KubeletServer, deps: Dependencies, node_view: NodeView, *,
+def build_volume_host(cluster: ClusterParts | None, *,
                       allocatable: tuple[int, int]) -> VolumeHost:
-    """The ConfigMap and Secret managers and the token manager (cluster mode), for volumes;
-    ``allocatable`` is the node's (cpu millicores, memory bytes) for unset limits."""
+    """What volumes read: the cluster's ConfigMap, Secret and token managers (standalone:
+    none, and the reads refuse); ``allocatable`` is the node's (cpu millicores, memory
+    bytes) for unset limits."""
 
     def node_allocatable() -> tuple[int, int]:
         return allocatable
 
-    if deps.kube_client is None:
+    if cluster is None:
         return VolumeHost(node_allocatable)
-    api = CoreV1Api(deps.kube_client)
-    strategy = server.config.config_map_and_secret_change_detection_strategy
-    get_ttl = ttl_from_node(node_view.get_node)
-    return VolumeHost(node_allocatable,
-                      config_maps=new_configmap_manager(api, strategy, get_ttl),
-                      secrets=new_secret_manager(api, strategy, get_ttl),
-                      tokens=TokenManager.for_api(api))
+    return VolumeHost(node_allocatable, config_maps=cluster.config_maps,
+                      secrets=cluster.secrets, tokens=cluster.tokens)
 
 
 def filter_out_inactive_pods(pods: list[V1Pod], pod_workers: PodWorkers,
@@ -385,19 +471,13 @@ class Kubelet:
     def __init__(self, options: KubeletOptions, *, deps: Dependencies, supervisor: Supervisor,
                  runtime: KubeGenericRuntimeManager, cache: PodCache, pleg: GenericPLEG,
                  pod_manager: PodManager, status_manager: StatusManager,
-                 reason_cache: ReasonCache, runtime_state: RuntimeState,
-                 probe_manager: ProbeManager, pod_workers: PodWorkers,
-                 sources_ready: Callable[[], bool],
-                 sync_loop_monitor: SyncLoopMonitor,
-                 stats_provider: StatsProvider, node: NodeParts | None = None,
-                 node_view: NodeView | None = None,
-                 admit_handlers: list[PodAdmitHandler],
-                 pod_sync_loop_handlers: Sequence[PodSyncLoopHandler] = (),
-                 mirror_client: MirrorClient | None = None,
-                 resources: ResourceManagers | None = None,
-                 volume_manager: VolumeManager | None = None,
-                 volume_host: VolumeHost | None = None,
-                 service_reflector: Reflector | None = None) -> None:
+                 runtime_state: RuntimeState, probe_manager: ProbeManager,
+                 pod_workers: PodWorkers, sources_ready: Callable[[], bool],
+                 sync_loop_monitor: SyncLoopMonitor, stats_provider: StatsProvider,
+                 admit_handlers: Sequence[PodAdmitHandler],
+                 pod_sync_loop_handlers: Sequence[PodSyncLoopHandler],
+                 resources: ResourceManagers, volume_manager: VolumeManager,
+                 cluster: ClusterParts | None) -> None:
         self.options = options
         self.deps = deps
         self.supervisor = supervisor
@@ -406,7 +486,6 @@ class Kubelet:
         self.pleg = pleg
         self.pod_manager = pod_manager
         self.status_manager = status_manager
-        self.reason_cache = reason_cache
         self.runtime_state = runtime_state
         self.probe_manager = probe_manager
         self.pod_workers = pod_workers
@@ -415,59 +494,46 @@ class Kubelet:
         # What the kubelet API serves: resource usage, and the host side of its handlers.
         self.stats_provider = stats_provider
         self.server_host = KubeletServerHost(pod_manager, status_manager, runtime, self.get_pods)
-        # Cluster mode: the Node cache, its status and its lease (None standalone).
-        self.node = node
-        self.node_view = node_view
-        self.admit_handlers = admit_handlers
+        self.admit_handlers = list(admit_handlers)
         # Asked on every sync tick whether a pod needs a sync now (the active deadline).
         self.pod_sync_loop_handlers = list(pod_sync_loop_handlers)
-        self.mirror_client = mirror_client
         # Resource management: cgroups, eviction, garbage collection, log rotation.
         self.resources = resources
-        # Pod volumes (set up by the pod syncs, torn down by its reconciler) and
-        # what they read from the cluster.
+        # Pod volumes (set up by the pod syncs, torn down by its reconciler).
         self.volume_manager = volume_manager
-        self.volume_host = volume_host
-        # The Services behind the containers' service-link variables (cluster mode).
-        self.service_reflector = service_reflector
+        # The mode: the Node, its status and lease, mirror pods, pod statuses, Services,
+        # ConfigMaps, Secrets and tokens from the API server; None is standalone.
+        self.cluster = cluster
 
     # -- start-up (upstream Kubelet.Run and initializeModules) -------------------
 
     async def run(self, updates: asyncio.Queue[PodUpdate]) -> None:
         """Upstream ``Kubelet.Run``: initialise, start the loops, then run the sync loop."""
-        if self.deps.standalone:
+        if self.cluster is None:
             klog.info("No API server defined - no node status update will be sent")
         await self.initialize_modules()
-        spawn = self.supervisor.spawn
-        # Upstream's order: runtime health first (pods wait on it), then node
-        # status and lease (cluster mode), the status manager, the probe manager
-        # (its workers start per pod), PLEG, and last the sync loop itself.
-        spawn("runtime-up", self.update_runtime_up_forever)
+        for name, factory in self.tasks():
+            self.supervisor.spawn(name, factory)
+        await sync_loop(self.sync_loop_inputs(updates), self)
+
+    def tasks(self) -> list[tuple[str, Callable[[], Coroutine[Any, Any, Any]]]]:
+        """The long-running loops, named, in upstream's order: runtime health first (pods
+        wait on it), then in cluster mode the node status and lease, pod statuses and
+        what pods read from the API server, then garbage collection, eviction and the
+        log manager, the volume manager, and PLEG. The probe manager's workers start
+        per pod; the sync loop itself runs last, in ``run``."""
+        tasks: list[tuple[str, Callable[[], Coroutine[Any, Any, Any]]]] = [
+            ("runtime-up", self.update_runtime_up_forever)]
         certificates = self.deps.client_certificate_manager
         if certificates is not None:
-            spawn("client-certificate-rotation", certificates.run)
-        if self.node is not None:
-            node = self.node
-            spawn("node-informer", node.informer.run)
-            spawn("node-status", node.status.run)
-            spawn("node-status-fast-update",
-                  lambda: node.status.fast_status_update_once(self.update_runtime_up))
-            spawn("node-lease", node.lease.run)
-        if not self.deps.standalone:
-            spawn("status-manager", self.status_manager.run)
-        if self.resources is not None:
-            # Upstream's StartGarbageCollection, the eviction manager and the log manager.
-            for name, factory in self.resources.tasks(self.sources_ready,
-                                                      self.cached_pod_status):
-                spawn(name, factory)
-        if self.volume_manager is not None:
-            spawn("volume-manager", self.volume_manager.run)
-        if self.service_reflector is not None:
-            spawn("service-informer", self.service_reflector.run)
-        if self.volume_host is not None and self.volume_host.tokens is not None:
-            spawn("token-cleanup", self.volume_host.tokens.run)
-        spawn("pleg", self.pleg.run)
-        await sync_loop(self.sync_loop_inputs(updates), self)
+            tasks.append(("client-certificate-rotation", certificates.run))
+        if self.cluster is not None:
+            tasks += self.cluster.tasks(self.update_runtime_up, self.status_manager)
+        # Upstream's StartGarbageCollection, the eviction manager and the log manager.
+        tasks += self.resources.tasks(self.sources_ready, self.cached_pod_status)
+        tasks.append(("volume-manager", self.volume_manager.run))
+        tasks.append(("pleg", self.pleg.run))
+        return tasks
 
     async def initialize_modules(self) -> None:
         """Upstream ``initializeModules``: what must exist before any pod is synced.
@@ -479,12 +545,11 @@ class Kubelet:
         for directory in (root, pods_dir(root), plugins_dir(root),
                           self.options.pod_logs_dir):
             await asyncio.to_thread(self.deps.os_interface.makedirs, directory, 0o750)
-        if self.resources is not None:
-            # The node's cgroups must be right before any pod starts: a cgroup v1 host
-            # with failCgroupV1, a driver other than the runtime's, reservations beyond
-            # capacity or a missing cgroupRoot stop the kubelet here.
-            await start_container_manager(self.resources.container_manager,
-                                          self.deps.runtime_service)
+        # The node's cgroups must be right before any pod starts: a cgroup v1 host
+        # with failCgroupV1, a driver other than the runtime's, reservations beyond
+        # capacity or a missing cgroupRoot stop the kubelet here.
+        await start_container_manager(self.resources.container_manager,
+                                      self.deps.runtime_service)
 
     def sync_loop_inputs(self, updates: asyncio.Queue[PodUpdate]) -> LoopInputs:
         """The channels of upstream's ``syncLoopIteration`` select, and its callbacks."""
@@ -540,10 +605,8 @@ class Kubelet:
         await self.supervisor.shutdown()
         await self.probe_manager.stop()
         await self.pod_workers.stop()
-        if self.volume_host is not None:
-            for manager in (self.volume_host.config_maps, self.volume_host.secrets):
-                if manager is not None:
-                    await manager.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
 
     # -- directories ---------------------------------------------------------
 
@@ -629,10 +692,9 @@ class Kubelet:
         The eviction manager answers first, as upstream registers it first: a
         node under pressure takes no new pods it would have to evict.
         """
-        if self.resources is not None:
-            refused = self.resources.eviction.admit(pod)
-            if refused is not None:
-                return refused
+        refused = self.resources.eviction.admit(pod)
+        if refused is not None:
+            return refused
         attrs = PodAdmitAttributes(pod, [p for p in active_pods if pod_uid(p) != pod_uid(pod)])
         for handler in self.admit_handlers:
             result = handler.admit(attrs)
@@ -642,8 +704,7 @@ class Kubelet:
 
     def on_container_died(self, uid: str, container_id: str) -> None:
         """The sync loop's ContainerDied seam (upstream ``cleanUpContainersInPod``)."""
-        if self.resources is not None:
-            self.resources.container_gc.container_died(uid, container_id)
+        self.resources.container_gc.container_died(uid, container_id)
 
     def cached_pod_status(self, uid: str) -> PodStatus | None:
         status, _ = self.cache.get(uid)
@@ -704,19 +765,19 @@ class Kubelet:
 
     async def delete_orphaned_mirror_pods(self) -> None:
         """Mirror pods whose static pod is gone (and has finished stopping) are deleted."""
-        if self.mirror_client is None:
-            return
+        if self.cluster is None:
+            return  # standalone: no mirror pods
         for full_name in self.pod_manager.get_orphaned_mirror_pod_names():
             if self.pod_workers.is_pod_for_mirror_pod_terminating_by_full_name(full_name):
                 continue
             try:
-                await self.mirror_client.delete_mirror_pod(full_name, None)
+                await self.cluster.mirror_client.delete_mirror_pod(full_name, None)
             except Exception as err:
                 klog.error("Failed deleting orphaned mirror pod", err, podFullName=full_name)
 
     async def _remove_orphaned_pod_cgroups(self, desired: set[str], known: set[str]) -> None:
         """Upstream ``cleanupOrphanedPodCgroups``: once nothing of a pod can run any more."""
-        if self.resources is None or not self.resources.container_manager.config.cgroups_per_qos:
+        if not self.resources.container_manager.config.cgroups_per_qos:
             return
         manager = self.resources.container_manager
         workers = self.pod_workers
@@ -734,11 +795,10 @@ class Kubelet:
         for uid in entries:
             if uid in desired or not workers.should_pod_content_be_removed(uid):
                 continue
-            if self.volume_manager is not None:
-                # Its tmpfs volumes go first; a mount that stays keeps the directory.
-                self.volume_manager.tear_down_pod(uid)
-                if self.volume_manager.pod_has_mounts(uid):
-                    continue
+            # Its tmpfs volumes go first; a mount that stays keeps the directory.
+            self.volume_manager.tear_down_pod(uid)
+            if self.volume_manager.pod_has_mounts(uid):
+                continue
             klog.v(2).info("Removing directory of a deleted pod", podUID=uid)
             shutil.rmtree(pod_dir(self.options.root_dir, uid), ignore_errors=True)
 

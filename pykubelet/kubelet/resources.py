@@ -5,9 +5,10 @@ other in both directions:
 
 1. ``new_container_manager`` before the runtime manager (whose sandboxes
    need ``pod_cgroup_parent``);
-2. ``build_resource_managers`` once the runtime manager, pod workers and
-   the kubelet exist (the garbage collectors need the runtime, eviction needs
-   the active pods and a way to kill one).
+2. ``build_resource_managers`` once the runtime manager and the pod workers
+   exist (the garbage collectors need the runtime, eviction needs the active
+   pods and a way to kill one). Its eviction manager is also the node status's
+   pressure reporter, which the cluster parts read late (``LateModules``).
 
 The container manager asks for the active pods only once it runs (its QoS
 cgroup updates), so it is built with a function that reads them late; the
@@ -152,7 +153,7 @@ class GarbageReclaimer:
         await self.image_gc.delete_unused_images()
 
 
-@dataclass
+@dataclass(frozen=True)
 class ResourceManagers:
     container_manager: ContainerManager
     container_gc: ContainerGC
@@ -179,7 +180,7 @@ def build_resource_managers(
     runtime: KubeGenericRuntimeManager, pods: PodStateProvider, *,
     active_pods: Callable[[], list[V1Pod]],
     kill_pod: Callable[[V1Pod, int, Callable[[V1PodStatus], None]], Awaitable[None]],
-    recorder: EventRecorder, node_name: str, sandbox_image: str = "",
+    recorder: EventRecorder, node_name: str, sandbox_image: str,
 ) -> ResourceManagers:
     config = server.config
     flags = server.flags

@@ -139,7 +139,8 @@ class NodeStatusManager:
                  informer: NodeCache, recorder: EventRecorder, server: str = "",
                  on_repeated_heartbeat_failure: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 setters: Callable[[NodeStatusManager], Sequence[Setter]] | None = None) -> None:
         self.options = options
         self._kube = kube_api
         self._server = server
@@ -150,7 +151,11 @@ class NodeStatusManager:
         self.node_ref = node_reference(options.node_name)
         self._on_repeated_heartbeat_failure = on_repeated_heartbeat_failure
         self._clock = clock
+        # The setters record the node's events through the manager, so they are made from it
+        # (None for tests, which call set_setters).
         self._setters: list[Setter] = []
+        if setters is not None:
+            self.set_setters(setters(self))
         self._lock = asyncio.Lock()
         self.registration_completed = False
         self.last_status_report_time: float | None = None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from pathlib import Path
+from typing import Any
 
 from kubernetes_asyncio.client import V1Node, V1PodStatus
 
@@ -13,42 +14,10 @@ from pykubelet.api.kubetypes import (
     CONFIG_SOURCE_ANNOTATION_KEY,
     SyncPodType,
 )
-from pykubelet.events import Event, LoggingRecorder
-from pykubelet.kubelet.kubelet import Kubelet, KubeletOptions, SyncLoopMonitor
-from pykubelet.kubelet.pod_manager import PodManager
+from pykubelet.events import Event
+from pykubelet.kubelet.kubelet import Kubelet
 from pykubelet.lifecycle.admission import PredicateAdmitHandler
-from pykubelet.podworkers import UpdatePodOptions
-from pykubelet.status import StatusManager
-
-
-class Workers:
-    """Records what the kubelet asks of the pod workers."""
-
-    def __init__(self) -> None:
-        self.updates: list[UpdatePodOptions] = []
-        self.terminated: set[str] = set()
-
-    def update_pod(self, options: UpdatePodOptions) -> None:
-        self.updates.append(options)
-
-    def is_pod_termination_requested(self, uid: str) -> bool:
-        return False
-
-    def is_pod_known_terminated(self, uid: str) -> bool:
-        return uid in self.terminated
-
-    def summary(self) -> list[tuple[str, str, str | None]]:
-        return [(u.update_type.value, u.pod.metadata.name,
-                 u.mirror_pod.metadata.uid if u.mirror_pod is not None else None)
-                for u in self.updates]
-
-
-class Deps:
-    def __init__(self) -> None:
-        self.recorder = LoggingRecorder()
-        self.events: list[Event] = []
-        self.recorder.listeners.append(self.events.append)
-        self.standalone = False
+from tests.unit.kubelet_fakes import RecordingWorkers, build_kubelet
 
 
 def node(pods: int = 10, labels: dict[str, str] | None = None) -> V1Node:
@@ -57,19 +26,12 @@ def node(pods: int = 10, labels: dict[str, str] | None = None) -> V1Node:
                                                  "pods": str(pods)}}}, V1Node)
 
 
-def kubelet(the_node: V1Node | None = None) -> tuple[Kubelet, Workers, Deps]:
-    workers, deps = Workers(), Deps()
-    pods = PodManager()
-    the_kubelet = Kubelet(
-        KubeletOptions(node_name="n1", root_dir="/nonexistent"), deps=cast(Any, deps),
-        supervisor=cast(Any, None), runtime=cast(Any, None), cache=cast(Any, None),
-        pleg=cast(Any, None), pod_manager=pods, status_manager=StatusManager(pods=pods),
-        reason_cache=cast(Any, None), runtime_state=cast(Any, None),
-        probe_manager=cast(Any, None), pod_workers=cast(Any, workers),
-        sources_ready=lambda: True, sync_loop_monitor=SyncLoopMonitor(),
-        stats_provider=cast(Any, None),
-        admit_handlers=[PredicateAdmitHandler(lambda: the_node or node())])
-    return the_kubelet, workers, deps
+def kubelet(the_node: V1Node | None = None) -> tuple[Kubelet, RecordingWorkers, list[Event]]:
+    """A standalone kubelet (the handlers are the same in both modes) admitting on
+    ``the_node``'s allocatable."""
+    built = build_kubelet(Path("/nonexistent"), cluster=None, admit_handlers=[
+        PredicateAdmitHandler(lambda: the_node or node())])
+    return built.kubelet, built.workers, built.events
 
 
 def pod(name: str, source: str = "api", created: str = "2026-01-01T00:00:00Z",
@@ -100,7 +62,7 @@ def test_admitted_pods_are_created_oldest_first() -> None:
 
 
 def test_rejected_pods_never_reach_a_worker_and_are_failed_with_an_event() -> None:
-    the_kubelet, workers, deps = kubelet(node(pods=1))
+    the_kubelet, workers, events = kubelet(node(pods=1))
     the_kubelet.handle_pod_additions([pod("first"), pod("second", created="2026-01-03T00:00:00Z")])
     assert workers.summary() == [("create", "first", None)]
     status = the_kubelet.status_manager.get_pod_status("uid-second")
@@ -108,7 +70,7 @@ def test_rejected_pods_never_reach_a_worker_and_are_failed_with_an_event() -> No
     assert (status.phase, status.reason) == ("Failed", "OutOfpods")
     assert status.message == ("Pod was rejected: Node didn't have enough resource: pods, "
                               "requested: 1, used: 1, capacity: 1")
-    assert [(e.reason, e.type) for e in deps.events] == [("OutOfpods", "Warning")]
+    assert [(e.reason, e.type) for e in events] == [("OutOfpods", "Warning")]
 
 
 def test_terminated_pods_free_their_place() -> None:
@@ -151,7 +113,8 @@ def test_a_status_only_change_is_remembered_without_a_sync() -> None:
     changed.status = V1PodStatus(phase="Running")
     the_kubelet.handle_pod_reconcile([changed])
     assert len(workers.updates) == 1
-    assert the_kubelet.pod_manager.get_pod_by_uid("uid-p").status.phase == "Running"
+    reconciled = the_kubelet.pod_manager.get_pod_by_uid("uid-p")
+    assert reconciled is not None and reconciled.status.phase == "Running"
     gated = pod("gated", readinessGates=[{"conditionType": "example.com/ready"}])
     the_kubelet.handle_pod_additions([gated])
     the_kubelet.handle_pod_reconcile([gated])
