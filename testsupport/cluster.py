@@ -32,6 +32,7 @@ import grpc
 
 from testsupport.controlplane import ControlPlane
 from testsupport.kubelet_process import KubeletProcess
+from testsupport.polling import WaitTimeout, wait_until
 
 APISERVER_READY_TIMEOUT = 120.0
 
@@ -191,19 +192,6 @@ def pod_events(plane: ControlPlane, name: str, namespace: str = "default") -> li
     return items
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str,
-               interval: float = 0.25, on_timeout: Callable[[], str] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = condition()
-        if last:
-            return last
-        time.sleep(interval)
-    extra = f"\n{on_timeout()}" if on_timeout is not None else ""
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r}){extra}")
-
-
 def api_pod(name: str, node: str, image: str, script: str = "sleep 3600", *,
             restart_policy: str = "Always", grace: int | None = None,
             automount: bool = False, **spec: Any) -> dict[str, Any]:
@@ -307,10 +295,10 @@ def restart_apiserver(plane: ControlPlane, down_for: float = 0.0,
     assert pid is not None, "kube-apiserver is not running"
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if Path(f"/proc/{pid}").exists():
+    try:
+        wait_until(lambda: not Path(f"/proc/{pid}").exists(), 30, "kube-apiserver to stop",
+                   interval=0.1)
+    except WaitTimeout:
         os.kill(pid, signal.SIGKILL)
     stopped = time.monotonic()
     try:

@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ import yaml
 
 from pykubelet.cm.cgroups import CgroupError, CgroupManager, parse_cgroupfs_name
 from pykubelet.cri.runtime import RemoteRuntimeService
+from testsupport.polling import wait_until
 
 NODE_NAME = "e2e-node"
 # cgroupRoots created by this test process, removed by remove_everything.
@@ -189,22 +189,19 @@ class KubeletProcess:
         return {}
 
     def wait_for(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
-        deadline = time.monotonic() + timeout
-        last_error: BaseException | None = None
-        while time.monotonic() < deadline:
+        """``polling.wait_until`` that stops at once if pykubelet exits, and ends in its log.
+
+        A condition reading what is not there yet (a file, a status field) is polled again.
+        """
+        def alive_and_condition() -> Any:
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"pykubelet exited ({self.process.returncode}) while "
                                      f"waiting for {what}:\n{self.log_text()[-4000:]}")
-            try:
-                value = condition()
-                if value:
-                    return value
-            except (OSError, KeyError, TypeError, ValueError) as err:
-                last_error = err
-            time.sleep(0.25)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what} "
-                             f"(last error: {last_error})\nkubelet log tail:\n"
-                             f"{self.log_text()[-4000:]}")
+            return condition()
+
+        return wait_until(alive_and_condition, timeout, what,
+                          ignore=(OSError, KeyError, TypeError, ValueError),
+                          on_timeout=lambda: f"kubelet log tail:\n{self.log_text()[-4000:]}")
 
     def wait_phase(self, name: str, phase: str, timeout: float = 60) -> dict[str, Any]:
         return dict(self.wait_for(

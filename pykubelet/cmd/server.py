@@ -128,9 +128,12 @@ def unsecured_dependencies(server: KubeletServer) -> Dependencies:
     if config.enable_server:
         with startup_step("initializing the kubelet server's TLS"):
             tls_options = initialize_tls(
-                server.flags.cert_dir, get_node_name(server), config.tls_cert_file,
-                config.tls_private_key_file, config.tls_min_version,
-                list(config.tls_cipher_suites or []), config.authentication.x509.client_ca_file,
+                server.flags.cert_dir, get_node_name(server),
+                tls_cert_file=config.tls_cert_file,
+                tls_private_key_file=config.tls_private_key_file,
+                tls_min_version=config.tls_min_version,
+                tls_cipher_suites=list(config.tls_cipher_suites or []),
+                client_ca_file=config.authentication.x509.client_ca_file,
                 server_tls_bootstrap=config.server_tls_bootstrap,
                 alternate_ips=[*server.flags.node_ips(), "127.0.0.1"])
     return Dependencies(runtime_service=runtime_service, image_service=image_service,

@@ -72,20 +72,29 @@ class LoopInputs:
     runtime_starting: Callable[[], bool] = lambda: False
     sync_period: float = SYNC_PERIOD
     housekeeping_period: float = HOUSEKEEPING_PERIOD
+    # Test seams: the tickers' and the back-off's clock; production keeps the defaults.
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
 
 class Ticker:
-    """A drift-free periodic tick; missed ticks are dropped, as Go's ``time.Ticker`` does."""
+    """A drift-free periodic tick; missed ticks are dropped, as Go's ``time.Ticker`` does.
 
-    def __init__(self, period: float) -> None:
+    ``clock`` and ``sleep`` are a test seam (a fake clock); production keeps the defaults.
+    """
+
+    def __init__(self, period: float, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.period = period
-        self._next = time.monotonic() + period
+        self._clock = clock
+        self._sleep = sleep
+        self._next = clock() + period
 
     async def tick(self) -> None:
-        delay = self._next - time.monotonic()
+        delay = self._next - self._clock()
         if delay > 0:
-            await asyncio.sleep(delay)
-        now = time.monotonic()
+            await self._sleep(delay)
+        now = self._clock()
         self._next += self.period
         if self._next <= now:
             self._next = now + self.period
@@ -142,8 +151,9 @@ def is_sync_pod_worthy(event: PodLifecycleEvent) -> bool:
 async def sync_loop(inputs: LoopInputs, handler: SyncHandler) -> None:
     """Run iterations until the config channel is closed or the task is cancelled."""
     klog.info("Starting kubelet main sync loop")
-    sync_ticker = Ticker(inputs.sync_period)
-    housekeeping_ticker = Ticker(inputs.housekeeping_period)
+    sync_ticker = Ticker(inputs.sync_period, clock=inputs.clock, sleep=inputs.sleep)
+    housekeeping_ticker = Ticker(inputs.housekeeping_period, clock=inputs.clock,
+                                 sleep=inputs.sleep)
     select = _Select({
         "config": inputs.config_updates.get,
         "pleg": inputs.pleg_events.get,
@@ -163,7 +173,7 @@ async def sync_loop(inputs: LoopInputs, handler: SyncHandler) -> None:
                     klog.info("Skipping pod synchronization", err="; ".join(errors))
                 else:
                     klog.error("Skipping pod synchronization", "; ".join(errors))
-                await asyncio.sleep(backoff)
+                await inputs.sleep(backoff)
                 backoff = min(BACKOFF_MAX, backoff * BACKOFF_FACTOR)
                 continue
             backoff = BACKOFF_BASE
@@ -215,12 +225,12 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
         if not inputs.sources_ready():
             klog.v(4).info("SyncLoop (housekeeping, skipped): sources aren't ready yet")
         else:
-            started = time.monotonic()
+            started = inputs.clock()
             try:
                 await handler.handle_pod_cleanups()
             except Exception as err:  # housekeeping must never stop the loop
                 klog.error("Failed cleaning pods", err)
-            took = time.monotonic() - started
+            took = inputs.clock() - started
             if took > HOUSEKEEPING_WARNING:
                 klog.error("Housekeeping took longer than expected", seconds=round(took, 3))
     return True

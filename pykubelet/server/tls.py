@@ -243,12 +243,16 @@ def check_cipher_suites(names: Sequence[str]) -> list[str]:
     return openssl
 
 
-def initialize_tls(cert_dir: str, host_name: str, tls_cert_file: str, tls_private_key_file: str,
-                   tls_min_version: str, tls_cipher_suites: Sequence[str], client_ca_file: str,
+def initialize_tls(cert_dir: str, host_name: str, *, tls_cert_file: str = "",
+                   tls_private_key_file: str = "", tls_min_version: str = "",
+                   tls_cipher_suites: Sequence[str] = (), client_ca_file: str = "",
                    server_tls_bootstrap: bool = False,
                    alternate_ips: Sequence[str] = (),
                    alternate_dns: Sequence[str] = ("localhost",)) -> TLSOptions:
     """Upstream ``InitializeTLS``: the serving pair (generated if needed) and the TLS settings.
+
+    The settings are keyword-only (most are file names, easily swapped); an
+    empty string is an unset option, as in ``KubeletConfiguration``.
 
     With ``server_tls_bootstrap`` no file is generated: the certificate
     manager obtains the serving certificate from the API server instead, and

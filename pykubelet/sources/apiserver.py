@@ -21,7 +21,7 @@ one is given), so admission sees the node's labels and taints.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kubernetes_asyncio.client import CoreV1Api
@@ -65,14 +65,20 @@ class _PodChannelStore:
 
 
 class ApiserverPodSource:
-    """Feeds the pods bound to this node into ``updates`` until cancelled."""
+    """Feeds the pods bound to this node into ``updates`` until cancelled.
+
+    ``sleep`` (the waits for the node and the reflector's back-off) is a test
+    seam; production keeps ``asyncio.sleep``.
+    """
 
     def __init__(self, lister_watcher: ListerWatcher, updates: asyncio.Queue[PodUpdate], *,
                  node_has_synced: Callable[[], bool] | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  **reflector_options: Any) -> None:
         self._node_has_synced = node_has_synced
+        self._sleep = sleep
         self.reflector = Reflector("pods (api source)", lister_watcher,
-                                   _PodChannelStore(updates), **reflector_options)
+                                   _PodChannelStore(updates), sleep=sleep, **reflector_options)
 
     @classmethod
     def for_node(cls, api_client: Any, node_name: str, updates: asyncio.Queue[PodUpdate],
@@ -84,7 +90,7 @@ class ApiserverPodSource:
         if self._node_has_synced is not None:
             klog.info("Waiting for node sync before watching apiserver pods")
             while not self._node_has_synced():
-                await asyncio.sleep(WAIT_FOR_NODE_SYNC_PERIOD)
+                await self._sleep(WAIT_FOR_NODE_SYNC_PERIOD)
                 klog.v(4).info("node sync has not completed yet")
         klog.info("Watching apiserver")
         await self.reflector.run()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +41,12 @@ HEALTHY_RUN_RESETS_BACKOFF = 60.0
 async def keep_running(name: str, factory: TaskFactory, *,
                        initial: float = RESTART_BACKOFF_INITIAL,
                        maximum: float = RESTART_BACKOFF_MAX,
-                       clock: Callable[[], float] = time.monotonic) -> None:
-    """Run ``factory()`` until it returns; after each crash log it and start it again."""
+                       clock: Callable[[], float] = time.monotonic,
+                       sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    """Run ``factory()`` until it returns; after each crash log it and start it again.
+
+    ``clock`` and ``sleep`` are a test seam (a fake clock); production keeps the defaults.
+    """
     delay = initial
     while True:
         started = clock()
@@ -56,7 +60,7 @@ async def keep_running(name: str, factory: TaskFactory, *,
                 delay = initial
             klog.exception("Task crashed; restarting it after back-off", err, task=name,
                            backoff=f"{delay:g}s")
-            await asyncio.sleep(delay)
+            await sleep(delay)
             delay = min(maximum, delay * 2)
 
 
@@ -77,12 +81,17 @@ class FatalTaskError(RuntimeError):
 
 
 class Supervisor:
-    """Owns the kubelet's long-running tasks, from start to an orderly stop."""
+    """Owns the kubelet's long-running tasks, from start to an orderly stop.
+
+    ``sleep`` (the restart back-off's wait) is a test seam; production keeps ``asyncio.sleep``.
+    """
 
     def __init__(self, *, backoff_initial: float = RESTART_BACKOFF_INITIAL,
-                 backoff_max: float = RESTART_BACKOFF_MAX) -> None:
+                 backoff_max: float = RESTART_BACKOFF_MAX,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
+        self._sleep = sleep
         self._tasks: list[_Supervised] = []
         self._fatal: FatalTaskError | None = None
         self._failed = asyncio.Event()
@@ -99,7 +108,7 @@ class Supervisor:
         """Start ``factory()`` as a supervised task; see the module docstring for ``restart``."""
         if restart:
             work = keep_running(name, factory, initial=self._backoff_initial,
-                                maximum=self._backoff_max)
+                                maximum=self._backoff_max, sleep=self._sleep)
         else:
             work = self._fatal_on_crash(name, factory)
         task = asyncio.get_running_loop().create_task(work, name=name)

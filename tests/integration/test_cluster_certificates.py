@@ -27,9 +27,10 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
-from testsupport.cluster import ClusterKubelet, parse_time, unique_node_name, wait_until
+from testsupport.cluster import ClusterKubelet, parse_time, unique_node_name
 from testsupport.controlplane import ControlPlane, running_control_plane
 from testsupport.kubelet_process import remove_everything
+from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.containerd]

@@ -40,10 +40,10 @@ from testsupport.cluster import (
     parse_time,
     unique,
     unique_node_name,
-    wait_until,
 )
 from testsupport.controlplane import ControlPlane
 from testsupport.kubelet_process import busybox_pod, free_port, remove_everything
+from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.containerd]

@@ -32,7 +32,6 @@ from testsupport.cluster import (
     restart_apiserver,
     start_cluster_kubelet,
     unique,
-    wait_until,
 )
 from testsupport.controlplane import ControlPlane
 from testsupport.kubelet_process import (
@@ -40,6 +39,7 @@ from testsupport.kubelet_process import (
     remove_everything,
     runtime_view,
 )
+from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.containerd, pytest.mark.controlplane]

@@ -27,10 +27,10 @@ from testsupport.cluster import (
     pod_events,
     start_cluster_kubelet,
     unique,
-    wait_until,
 )
 from testsupport.controlplane import ControlPlane
 from testsupport.kubelet_process import remove_everything
+from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.containerd, pytest.mark.controlplane]

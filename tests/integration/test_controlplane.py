@@ -21,12 +21,14 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client, config
 
 from testsupport.cluster import unique
 from testsupport.controlplane import ControlPlane
+from testsupport.polling import wait_until
 
 pytestmark = pytest.mark.controlplane
 
@@ -124,14 +126,10 @@ def test_bootstrap_token_gets_a_node_client_certificate_through_a_csr(
     }
     try:
         control_plane.kubectl("create", "-f", "-", input=json.dumps(csr), kubeconfig=bootstrap)
-        deadline = time.monotonic() + CSR_SIGNED_TIMEOUT
-        while True:
-            status = control_plane.kubectl_json("get", "csr", csr_name,
-                                                kubeconfig=bootstrap).get("status", {})
-            if status.get("certificate"):
-                break
-            assert time.monotonic() < deadline, f"CSR not signed in time: {status}"
-            time.sleep(0.5)
+        status: dict[str, Any] = wait_until(
+            lambda: (s := control_plane.kubectl_json("get", "csr", csr_name, kubeconfig=bootstrap)
+                     .get("status", {})).get("certificate") and s,
+            CSR_SIGNED_TIMEOUT, "the CSR signed", interval=0.5)
         approved = [c for c in status.get("conditions", []) if c["type"] == "Approved"]
         assert approved and approved[0]["reason"] == "AutoApproved"
 

@@ -13,7 +13,6 @@ import asyncio
 import secrets
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from pykubelet.kubelet.resources import runtime_sandbox_image
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
 from pykubelet.kuberuntime.gc import ContainerGC
 from pykubelet.stats import ImageFsStatsProvider
+from testsupport.polling import wait_until_async
 from testsupport.testbed import SCRIPTS_DIR, Testbed
 
 pytestmark = pytest.mark.containerd
@@ -70,14 +70,16 @@ class Node:
 
     async def start(self, pod: V1Pod) -> None:
         await self.cm.ensure_pod(pod)
-        deadline = time.monotonic() + WAIT_SECONDS
-        while True:
+
+        async def synced_until_running() -> bool:
             status = await self.status(pod)
             if any(c.state.value == "running" for c in status.container_statuses):
-                return
+                return True
             assert (await self.runtime.sync_pod(pod, status)).error() is None
-            assert time.monotonic() < deadline, status
-            await asyncio.sleep(0.3)
+            return False
+
+        await wait_until_async(synced_until_running, WAIT_SECONDS,
+                               f"{pod.metadata.name} running", interval=0.3)
 
     async def status(self, pod: V1Pod) -> Any:
         return await self.runtime.get_pod_status(pod.metadata.uid, pod.metadata.name,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from pykubelet.kuberuntime.images import (
     ImagePullError,
 )
 from pykubelet.kuberuntime.sandbox_config import SandboxOptions, generate_pod_sandbox_config
+from testsupport.polling import wait_until_async
 from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
@@ -109,15 +109,10 @@ async def test_always_pulls_even_when_present(testbed: Testbed,
 
 
 async def _wait_for_log(path: Path, marker: bytes, timeout: float = 30.0) -> list[bytes]:
-    deadline = time.monotonic() + timeout
-    while True:
-        if path.exists():
-            lines = [line.content for line in read_log_lines(path)]
-            if any(marker in line for line in lines):
-                return lines
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{marker!r} did not appear in {path}")
-        await asyncio.sleep(0.2)
+    def logged() -> list[bytes] | None:
+        lines = [line.content for line in read_log_lines(path)] if path.exists() else []
+        return lines if any(marker in line for line in lines) else None
+    return await wait_until_async(logged, timeout, f"{marker!r} in {path}", interval=0.2)
 
 
 async def test_generated_configs_run_on_containerd(testbed: Testbed, tmp_path: Path,

@@ -32,6 +32,7 @@ from testsupport.kubelet_process import (
     remove_everything,
 )
 from testsupport.pki import ClientCert, TestCA
+from testsupport.polling import wait_until_async
 from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
@@ -298,11 +299,10 @@ async def test_exec_client_going_away_releases_the_stream(
     assert echoed.data == b"\x01hello\n"
     await ws.close()
     # The kubelet closed its side to the runtime, which closed cat's stdin.
-    deadline = time.monotonic() + 20
-    while await asyncio.to_thread(exec_in, node.kubelet.endpoint, pod["containerID"], "test",
-                                  "-f", "/tmp/released") != 0:
-        assert time.monotonic() < deadline, "the exec session did not end"
-        await asyncio.sleep(0.2)
+    async def released() -> bool:
+        return await asyncio.to_thread(exec_in, node.kubelet.endpoint, pod["containerID"],
+                                       "test", "-f", "/tmp/released") == 0
+    await wait_until_async(released, 20, "the exec session to end", interval=0.2)
 
 
 async def test_port_forward_reaches_httpd_over_websocket(

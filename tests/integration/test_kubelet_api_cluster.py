@@ -46,6 +46,7 @@ from testsupport.kubelet_process import (
     free_port,
     remove_everything,
 )
+from testsupport.polling import wait_until, wait_until_async
 from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.containerd]
@@ -114,8 +115,8 @@ async def delegated(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterato
                       authorization_mode="Webhook", authorized_ttl=300,
                       # Short, so that a ClusterRole granted mid-test takes effect.
                       unauthorized_ttl=0.5, fine_grained=True)
-    tls = initialize_tls(str(tmp_path / "pki"), node, "", "", "", [],
-                         str(control_plane.ca_cert), alternate_ips=["127.0.0.1"])
+    tls = initialize_tls(str(tmp_path / "pki"), node, client_ca_file=str(control_plane.ca_cert),
+                         alternate_ips=["127.0.0.1"])
     server = KubeletAPIServer(StandInPods(), [],  # type: ignore[arg-type]
                               ServerOptions(), auth=auth)
     port = free_port()
@@ -147,12 +148,12 @@ def cluster_role(plane: ControlPlane, name: str, subresource: str,
 
 
 async def eventually(call: Any, expected: int, timeout: float = 30.0) -> tuple[int, str]:
-    deadline = time.monotonic() + timeout
-    while True:
+    """The answer of ``call()`` once its status is ``expected`` (RBAC changes take a while)."""
+    async def answered() -> tuple[int, str] | None:
         status, body = await call()
-        if status == expected or time.monotonic() > deadline:
-            return status, body
-        await asyncio.sleep(0.5)
+        return (status, body) if status == expected else None
+    return await wait_until_async(answered, timeout, f"an answer with status {expected}",
+                                  interval=0.5)
 
 
 async def test_service_account_token_is_reviewed_and_rbac_decides(delegated: Delegated) -> None:
@@ -316,17 +317,14 @@ def test_kubectl_port_forward_reaches_httpd(proxied: ProxiedNode) -> None:
             f"pod/{proxied.pod('httpd')}", f"{local}:8080"]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        body = None
-        while body is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{local}/index.html",
-                                            timeout=5) as response:
-                    body = response.read().decode()
-            except OSError:
-                assert process.poll() is None, process.stderr.read() if process.stderr else ""
-                assert time.monotonic() < deadline, "port-forward never answered"
-                time.sleep(0.3)
+        def forwarded() -> str:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            with urllib.request.urlopen(f"http://127.0.0.1:{local}/index.html",
+                                        timeout=5) as response:
+                return str(response.read().decode())
+
+        body = wait_until(forwarded, 30, "port-forward to answer", interval=0.3,
+                          ignore=(OSError,))
     finally:
         process.terminate()
         process.wait(10)
@@ -407,7 +405,7 @@ async def scraped_kubelet(control_plane: ControlPlane, testbed: Testbed,
     auth = build_auth(node, api, anonymous=False, webhook_authentication=True,
                       token_cache_ttl=120, client_ca_file="", authorization_mode="Webhook",
                       authorized_ttl=300, unauthorized_ttl=30, fine_grained=True)
-    tls = initialize_tls(str(tmp_path / "pki"), node, "", "", "", [], "")
+    tls = initialize_tls(str(tmp_path / "pki"), node)
     server = KubeletAPIServer(StandInPods(), [], ServerOptions(metrics=metric_paths(  # type: ignore[arg-type]
         [KUBELET_REGISTRY], [cadvisor_metrics(stats, None, stats.machine_info)],
         [resource_metrics(stats)], [PROBER_REGISTRY])), stats=stats, auth=auth)
@@ -447,30 +445,31 @@ async def test_prometheus_scrapes_the_kubelet_with_a_bearer_token(
         stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"))  # noqa: SIM115
     api = f"http://127.0.0.1:{web_port}/api/v1"
     try:
-        deadline = time.monotonic() + 90
-        targets: list[dict[str, Any]] = []
         async with aiohttp.ClientSession() as session:
-            while time.monotonic() < deadline:
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with session.get(f"{api}/targets") as response:
-                        targets = (await response.json())["data"]["activeTargets"]
-                if len(targets) == 3 and all(t["health"] == "up" for t in targets):
-                    break
-                await asyncio.sleep(1)
+            async def targets_up() -> list[dict[str, Any]] | None:
+                async with session.get(f"{api}/targets") as response:
+                    targets: list[dict[str, Any]] = (await response.json())["data"][
+                        "activeTargets"]
+                up = len(targets) == 3 and all(t["health"] == "up" for t in targets)
+                return targets if up else None
+
+            targets = await wait_until_async(
+                targets_up, 90, "Prometheus's three targets up", interval=1,
+                ignore=(aiohttp.ClientError,),
+                on_timeout=lambda: (tmp_path / "prometheus.log").read_text()[-2000:])
             assert sorted(t["labels"]["job"] for t in targets) == sorted(PROMETHEUS_JOBS), \
                 (targets, (tmp_path / "prometheus.log").read_text()[-2000:])
             assert all(t["health"] == "up" for t in targets), targets
 
             async def query(expression: str) -> list[dict[str, Any]]:
                 # Samples may land a scrape after the target turned healthy.
-                for _ in range(20):
+                async def result() -> list[dict[str, Any]]:
                     async with session.get(f"{api}/query",
                                            params={"query": expression}) as response:
-                        result: list[dict[str, Any]] = (await response.json())["data"]["result"]
-                    if result:
-                        return result
-                    await asyncio.sleep(1)
-                return []
+                        found: list[dict[str, Any]] = (await response.json())["data"]["result"]
+                    return found
+                return await wait_until_async(result, 20, f"samples of {expression}",
+                                              interval=1)
 
             cpu = await query("node_cpu_usage_seconds_total")
             assert cpu and float(cpu[0]["value"][1]) > 0

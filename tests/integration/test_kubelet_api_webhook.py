@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import secrets
 import ssl
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -30,10 +29,11 @@ from tests.integration.test_kubelet_api_cluster import (
     service_account_token,
     unique,
 )
-from testsupport.cluster import ClusterKubelet, create, get_pod, unique_node_name, wait_until
+from testsupport.cluster import ClusterKubelet, create, get_pod, unique_node_name
 from testsupport.cluster import api_pod as cluster_api_pod
 from testsupport.controlplane import ControlPlane
 from testsupport.kubelet_process import remove_everything
+from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.containerd]
@@ -127,10 +127,8 @@ def test_webhook_kubelet_refuses_what_rbac_does_not_grant(webhook_node: WebhookN
                                f"subresource(s)=["), body
         assert "proxy" in body
         with cluster_role(plane, unique("node-proxy"), "proxy", account):
-            deadline = time.monotonic() + 30
-            while (answer := webhook_node.get(logs_path, token))[0] != 200:
-                assert time.monotonic() < deadline, answer
-                time.sleep(0.5)
+            answer = wait_until(lambda: (a := webhook_node.get(logs_path, token))[0] == 200 and a,
+                                30, "the granted role to let the token read logs", interval=0.5)
             assert answer[1].startswith("tick "), answer
     finally:
         plane.kubectl("delete", "serviceaccount", account, "-n", NAMESPACE, "--wait=false")

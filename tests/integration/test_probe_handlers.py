@@ -8,7 +8,6 @@ CRI ExecSync, HTTP and TCP to the pod IP from the sandbox status.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -38,6 +37,7 @@ from pykubelet.events import Event, LoggingRecorder
 from pykubelet.lifecycle import HandlerRunner, LifecycleHookError
 from pykubelet.probe import user_agent
 from pykubelet.prober.prober import Prober
+from testsupport.polling import wait_until_async
 from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
@@ -115,15 +115,12 @@ async def running(testbed: Testbed, runtime: RemoteRuntimeService,
 
 
 async def _wait_until_serving(running: RunningPod) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    async def serving() -> bool:
         result = await running.runtime.exec_sync(
             running.container_id.id, ["wget", "-q", "-O-", f"http://127.0.0.1:{HTTP_PORT}/ok.html"],
             5)
-        if result.exit_code == 0:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError("httpd in the test pod never answered")
+        return result.exit_code == 0
+    await wait_until_async(serving, 20, "httpd in the test pod to answer", interval=0.2)
 
 
 def _with_probe(running: RunningPod, probe: V1Probe) -> V1Container:

@@ -32,6 +32,7 @@ from pykubelet.kuberuntime import (
 )
 from pykubelet.kuberuntime.gc import ContainerGC, GCPolicy
 from pykubelet.util.backoff import Backoff
+from testsupport.polling import wait_until_async
 from testsupport.testbed import POD_SUBNET, Testbed
 
 pytestmark = pytest.mark.containerd
@@ -87,14 +88,10 @@ class Node:
 
     async def wait_for(self, pod: V1Pod, condition: Callable[[PodStatus], bool],
                        what: str) -> PodStatus:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while True:
+        async def reached() -> PodStatus | None:
             status = await self.status(pod)
-            if condition(status):
-                return status
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}: {status}")
-            await asyncio.sleep(0.2)
+            return status if condition(status) else None
+        return await wait_until_async(reached, WAIT_SECONDS, what, interval=0.2)
 
     async def wait_exited(self, pod: V1Pod, name: str, restart_count: int) -> PodStatus:
         def exited(status: PodStatus) -> bool:
@@ -271,15 +268,14 @@ async def test_init_containers_run_one_after_another_before_the_app(node: Node) 
         init=[sh("first", "echo first-done > /dev/termination-log"),
               sh("second", "echo second-done > /dev/termination-log; echo from-second")])
 
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
+    async def synced_until_the_app_runs() -> PodStatus | None:
         result = await node.sync(pod)
         assert result.error() is None, result.error()
         status = await node.status(pod)
-        if all_running("app")(status):
-            break
-        assert time.monotonic() < deadline, status
-        await asyncio.sleep(0.3)
+        return status if all_running("app")(status) else None
+
+    status = await wait_until_async(synced_until_the_app_runs, WAIT_SECONDS, "app running",
+                                    interval=0.3)
 
     first = status.find_container_status("first")
     second = status.find_container_status("second")
@@ -313,22 +309,23 @@ async def test_sidecar_runs_beside_the_app_and_is_restarted(node: Node) -> None:
                    init=[sh("proxy", "sleep 1; exit 1", restartPolicy="Always"),
                          sh("setup", "true")])
 
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
+    async def synced_until_the_sidecar_restarted() -> PodStatus | None:
         assert (await node.sync(pod)).error() is None
         status = await node.status(pod)
         app = status.find_container_status("app")
         proxy = status.find_container_status("proxy")
-        if app is not None and proxy is not None and proxy.restart_count >= 1:
-            break
-        assert time.monotonic() < deadline, status
-        await asyncio.sleep(0.3)
+        restarted = app is not None and proxy is not None and proxy.restart_count >= 1
+        return status if restarted else None
+
+    status = await wait_until_async(synced_until_the_sidecar_restarted, WAIT_SECONDS,
+                                    "app running and the sidecar restarted", interval=0.3)
     setup = status.find_container_status("setup")
     first_proxy = status.statuses_of("proxy")[-1]
     assert setup is not None and setup.exit_code == 0
     # setup only started once the sidecar was running.
     assert first_proxy.started_at <= setup.started_at
-    assert app.state == RUNNING
+    app = status.find_container_status("app")
+    assert app is not None and app.state == RUNNING
 
 
 async def test_termination_message_falls_back_to_the_log_on_error(node: Node) -> None:
@@ -436,11 +433,15 @@ async def test_sidecar_is_stopped_only_after_the_app_container(node: Node) -> No
                    init=[sh("proxy", "trap 'exit 0' TERM; while true; do sleep 0.1; done",
                             restartPolicy="Always")],
                    terminationGracePeriodSeconds=3)
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not all_running("proxy", "app")(status := await node.status(pod)):
+    async def synced_until_both_run() -> PodStatus | None:
+        status = await node.status(pod)
+        if all_running("proxy", "app")(status):
+            return status
         assert (await node.manager.sync_pod(pod, status)).error() is None
-        assert time.monotonic() < deadline, status
-        await asyncio.sleep(0.2)
+        return None
+
+    status = await wait_until_async(synced_until_both_run, WAIT_SECONDS,
+                                    "the sidecar and the app running", interval=0.2)
 
     await node.manager.kill_pod(pod, running_pod_from_status(status, node.manager.runtime_type))
 

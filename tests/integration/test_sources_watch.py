@@ -26,6 +26,7 @@ from tests.unit.hostile_input import (
     hostile_manifests,
     refused_manifests_missing_from,
 )
+from testsupport.polling import wait_until_async
 
 NODE = "node-1"
 
@@ -476,10 +477,9 @@ async def test_hostile_url_bodies_are_named_errors_and_the_loop_keeps_running(
             continue  # refused while reading, before any decoding
         logs.clear()
         server.body = body
-        deadline = time.monotonic() + 10
-        while not any("Failed to read pods from URL" in r.getMessage() for r in logs.records):
-            assert time.monotonic() < deadline, name
-            await asyncio.sleep(0.05)
+        await wait_until_async(
+            lambda: any("Failed to read pods from URL" in r.getMessage() for r in logs.records),
+            10, f"the refusal of {name} logged", interval=0.05)
         assert server.url in logs.text
     worst = lag.stop()
     assert updates.empty(), "a bad body must not replace the pods"

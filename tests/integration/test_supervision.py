@@ -10,9 +10,6 @@ error that names the failed task (the sync loop).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +24,7 @@ from testsupport.kubelet_process import (
     busybox_pod,
     remove_everything,
 )
+from testsupport.polling import wait_until_async
 from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
@@ -38,17 +36,6 @@ def in_process_kubelet(tmp_path: Path, testbed: Testbed) -> tuple[KubeletProcess
     argv = ["--config", str(files.config_path), "--root-dir", str(files.root),
             "--hostname-override", NODE_NAME, "--node-ip", "127.0.0.1"]
     return files, argv
-
-
-async def eventually(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, KeyError, ValueError):
-            value = await asyncio.to_thread(condition)
-            if value:
-                return value
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 async def test_a_crashed_pleg_is_logged_restarted_and_pods_still_run(
@@ -73,8 +60,10 @@ async def test_a_crashed_pleg_is_logged_restarted_and_pods_still_run(
                                     testbed.busybox_image))
         # The phase only becomes Running from PLEG's view of the runtime: the
         # restarted PLEG is what brings it there.
-        await eventually(lambda: files.status("survivor").get("phase") == "Running", 90,
-                         "the pod to run after the PLEG crash")
+        # The status is read in a thread: the kubelet runs in this event loop.
+        await wait_until_async(
+            lambda: asyncio.to_thread(lambda: files.status("survivor").get("phase") == "Running"),
+            90, "the pod to run after the PLEG crash", ignore=(OSError, KeyError, ValueError))
         assert crashes == [1]
         assert "Task crashed; restarting it after back-off" in caplog.text
         assert 'task="pleg"' in caplog.text and "injected PLEG failure" in caplog.text

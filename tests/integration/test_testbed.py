@@ -22,6 +22,7 @@ import grpc
 import pytest
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
+from testsupport.polling import wait_until_async
 from testsupport.testbed import BUSYBOX_IMAGE, CNI_LEASE_DIR, PAUSE_IMAGE, POD_SUBNET, Testbed
 
 pytestmark = pytest.mark.containerd
@@ -85,14 +86,18 @@ async def remove_pod(cri: Cri, sandbox_id: str) -> None:
 async def exec_until_ok(cri: Cri, container_id: str, cmd: list[str]) -> str:
     """ExecSync ``cmd`` until it exits 0 (a server may still be starting); return stdout."""
     last = api_pb2.ExecSyncResponse()
-    for _ in range(50):
+
+    async def succeeded() -> bool:
+        nonlocal last
         last = await cri.runtime.ExecSync(
             api_pb2.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=5),
             timeout=CALL_TIMEOUT)
-        if last.exit_code == 0:
-            return last.stdout.decode()
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{cmd} kept failing: exit {last.exit_code}, {last.stderr!r}")
+        return last.exit_code == 0
+
+    await wait_until_async(
+        succeeded, 15, f"{cmd} to succeed", interval=0.1,
+        on_timeout=lambda: f"it kept failing: exit {last.exit_code}, {last.stderr!r}")
+    return last.stdout.decode()
 
 
 async def container_pid(cri: Cri, container_id: str) -> int:

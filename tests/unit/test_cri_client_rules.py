@@ -87,7 +87,7 @@ class FakeRuntime(api_pb2_grpc.RuntimeServiceServicer):
         if self.exec_abort is not None:
             await context.abort(self.exec_abort, "timeout 1s exceeded: context deadline exceeded")
         if self.exec_hang:
-            await asyncio.sleep(30)
+            await asyncio.Event().wait()  # a runtime that never answers
         return self.exec_response
 
     async def Exec(self, request: Any, context: Any) -> api_pb2.ExecResponse:

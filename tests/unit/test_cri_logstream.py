@@ -6,12 +6,14 @@ import asyncio
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 from cri_api.v1 import api_pb2
 
 from pykubelet.cri import logstream
 from pykubelet.cri.logstream import LogOptions, read_logs
+from tests.unit.waiting import settle, until
 
 RECORDS = [
     "2024-05-01T10:00:00.000000001Z stdout F first",
@@ -119,30 +121,36 @@ def fast_follow(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(logstream, "FORCE_CHECK_PERIOD", 0.1)
 
 
-async def _wait_for(condition: object, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "condition not met"
-        await asyncio.sleep(0.01)
-
-
 @pytest.mark.usefixtures("fast_follow")
 async def test_follow_streams_appended_lines_and_ends_when_the_container_exits(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Counts the follower's waits at the end of the file: one begun after a
+    # write means the follower has read what was written.
+    waits = 0
+    wait_for_change = logstream._wait_for_change
+
+    async def counted(path: str, file: BinaryIO, inode: int) -> bool:
+        nonlocal waits
+        waits += 1
+        return await wait_for_change(path, file, inode)
+
+    monkeypatch.setattr(logstream, "_wait_for_change", counted)
     path = tmp_path / "0.log"
     path.write_text("2024-05-01T10:00:00Z stdout F one\n")
     runtime, collected = Runtime(), Collected()
     task = asyncio.create_task(read_logs(str(path), "cid", LogOptions(follow=True), runtime,
                                          collected.stdout, collected.stderr))
-    await _wait_for(lambda: bytes(collected.out) == b"one\n")
+    await until(lambda: bytes(collected.out) == b"one\n")
     with open(path, "a") as file:
         file.write("2024-05-01T10:00:01Z stdout P t\n2024-05-01T10:00:01Z stdout F w")
         file.flush()
-        await asyncio.sleep(0.05)
+        before = waits
+        # The second wait begun after the write follows a read of it (the first may not).
+        await until(lambda: waits >= before + 2)
         # The runtime is still writing the second record: it is held back.
         assert bytes(collected.out) == b"one\nt"
         file.write("o\n")
-    await _wait_for(lambda: bytes(collected.out) == b"one\ntwo\n")
+    await until(lambda: bytes(collected.out) == b"one\ntwo\n")
     assert not task.done()
     with open(path, "a") as file:
         file.write("2024-05-01T10:00:02Z stdout F bye\n")
@@ -158,10 +166,10 @@ async def test_follow_moves_to_a_recreated_file(tmp_path: Path) -> None:
     runtime, collected = Runtime(), Collected()
     task = asyncio.create_task(read_logs(str(path), "cid", LogOptions(follow=True), runtime,
                                          collected.stdout, None))
-    await _wait_for(lambda: bytes(collected.out) == b"before\n")
+    await until(lambda: bytes(collected.out) == b"before\n")
     os.rename(path, tmp_path / "0.log.20240501")
     path.write_text("2024-05-01T10:00:05Z stdout F after rotation\n")
-    await _wait_for(lambda: bytes(collected.out) == b"before\nafter rotation\n")
+    await until(lambda: bytes(collected.out) == b"before\nafter rotation\n")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -180,7 +188,8 @@ async def test_a_slow_reader_bounds_what_is_read_ahead(tmp_path: Path) -> None:
         await release.wait()
 
     task = asyncio.create_task(read_logs(str(path), "cid", LogOptions(), None, stuck, None))
-    await asyncio.sleep(0.2)
+    await until(lambda: largest > 0)
+    await settle()
     assert not task.done()
     # One batch is held while the writer waits: the file is not slurped.
     assert largest <= logstream.READ_BLOCK + len(record) * 2

@@ -43,6 +43,7 @@ from pykubelet.kuberuntime.sandbox_config import (
     parse_resolv_conf,
 )
 from pykubelet.util.backoff import Backoff
+from tests.unit.waiting import settle
 
 GIB = 2**30
 HOST_RESOLV = """# written by the node
@@ -695,7 +696,7 @@ class FakeImageService:
         self.pulls.append((image, user))
         self.active += 1
         self.max_active = max(self.max_active, self.active)
-        await asyncio.sleep(0.01)
+        await settle()  # a pull takes a while: others may start meanwhile
         self.active -= 1
         if image in self.refuse or user == "wrong":
             raise RuntimeError(f"failed to pull {image} as {user or 'anonymous'}")
@@ -750,7 +751,7 @@ async def test_a_lookahead_reads_each_image_once_and_a_failed_read_again_where_i
 
     service.failing_reads = {"flaky:1": 1, "other:1": 1}
     lookahead = manager.look_ahead(["app:1", "app:1", "Not/Valid", "flaky:1"])
-    await asyncio.sleep(0.01)
+    await settle()
     assert service.status_reads == ["app:1", "flaky:1"]
 
     # Two containers of the same image: neither reads the status again.
@@ -778,7 +779,7 @@ async def test_closing_a_lookahead_ends_the_reads_nobody_used() -> None:
     service = FakeImageService({})
     service.held_reads = {"slow:1"}
     lookahead = ImageManager(service).look_ahead(["slow:1"])
-    await asyncio.sleep(0.01)
+    await settle()  # the read is under way
 
     await lookahead.aclose()
 

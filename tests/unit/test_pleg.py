@@ -24,6 +24,7 @@ from pykubelet.container import (
 )
 from pykubelet.container.cache import PodCache
 from pykubelet.pleg import GenericPLEG
+from tests.unit.waiting import settle, until
 
 STARTED = PodLifecycleEventType.CONTAINER_STARTED
 DIED = PodLifecycleEventType.CONTAINER_DIED
@@ -275,13 +276,13 @@ async def test_run_relists_periodically_until_cancelled(runtime: FakeRuntime,
     pleg = GenericPLEG(runtime, cache, relist_period=0.01)
     task = asyncio.create_task(pleg.run())
     runtime.containers["p1"] = {"c1": ContainerState.RUNNING}
-    event = await asyncio.wait_for(pleg.watch().get(), 1)
+    event = await asyncio.wait_for(pleg.watch().get(), 10)
     assert (event.pod_uid, event.type, event.data) == ("p1", STARTED, "c1")
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
     count = pleg.relist_count
-    await asyncio.sleep(0.05)
+    await settle()
     assert pleg.relist_count == count
     assert pleg.healthy()[0]
 
@@ -293,7 +294,7 @@ async def test_a_requested_relist_does_not_wait_for_the_period(runtime: FakeRunt
     try:
         await until_relisted(pleg, 1)
         runtime.containers["p1"] = {"c1": ContainerState.RUNNING}
-        await asyncio.sleep(0.05)
+        await settle()
         assert pleg.relist_count == 1  # the next periodic relist is a minute away
         # A pod worker that cannot wait: the cache asks its writer for a relist.
         reader = asyncio.ensure_future(cache.get_newer_than("p1", time.monotonic(),
@@ -308,6 +309,4 @@ async def test_a_requested_relist_does_not_wait_for_the_period(runtime: FakeRunt
 
 
 async def until_relisted(pleg: GenericPLEG, count: int) -> None:
-    async with asyncio.timeout(1):
-        while pleg.relist_count < count:
-            await asyncio.sleep(0.005)
+    await until(lambda: pleg.relist_count >= count, what=f"{count} relists")

@@ -21,6 +21,8 @@ from pykubelet.podworkers import (
     UpdatePodOptions,
     WorkQueue,
 )
+from tests.unit import waiting
+from tests.unit.waiting import settle
 
 
 def make_pod(uid: str, version: str = "v1", *, name: str | None = None, static: bool = False,
@@ -105,17 +107,10 @@ class FakeClock:
         return self.now
 
 
-async def until(condition: Callable[[], bool], timeout: float = 2.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.002)
-
-
-async def settle() -> None:
-    """Give workers time to do anything they (wrongly) still would."""
-    await asyncio.sleep(0.05)
+async def until(condition: Callable[[], object]) -> None:
+    """Until the syncer saw ``condition``, and the workers did what follows it (requeue, forget)."""
+    await waiting.until(condition)
+    await settle()
 
 
 @pytest.fixture
@@ -130,12 +125,12 @@ def cache() -> PodCache:
 
 @pytest.fixture
 async def fresh_cache(cache: PodCache) -> AsyncIterator[PodCache]:
-    """Plays PLEG: the cache is declared fresh every few milliseconds."""
+    """Plays PLEG: the cache is declared fresh at every pass of the event loop."""
 
     async def relist() -> None:
         while True:
             cache.update_time(time.monotonic())
-            await asyncio.sleep(0.003)
+            await asyncio.sleep(0)
 
     task = asyncio.ensure_future(relist())
     yield cache
@@ -419,7 +414,7 @@ async def test_a_kill_does_not_wait_behind_a_sync_waiting_for_the_next_relist(
     assert len(syncer.calls("sync_pod", "a")) == 2 and len(refreshes) == asked_by_start
 
     workers.update_pod(update(make_pod("a"), SyncPodType.KILL))
-    await until(lambda: len(syncer.calls("sync_terminating_pod", "a")) == 1, timeout=0.5)
+    await until(lambda: len(syncer.calls("sync_terminating_pod", "a")) == 1)
     # The waiting sync never ran: the kill went first, on freshly asked-for state.
     assert len(syncer.calls("sync_pod", "a")) == 2 and len(refreshes) > asked_by_start
 
@@ -440,7 +435,7 @@ async def test_a_new_pods_first_sync_asks_for_a_fresh_look_that_its_next_sync_ca
     assert syncs_ended_when_asked == [1]
     # The PLEG event for the containers it started: that look is newer than the sync.
     workers.update_pod(update(make_pod("a")))
-    await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 2, timeout=0.5)
+    await until(lambda: len(syncer.calls("sync_pod_end", "a")) == 2)
     # Later syncs wait for the PLEG's own relists, as upstream's do.
     workers.update_pod(update(make_pod("a")))
     await settle()

@@ -25,6 +25,8 @@ from tests.unit.loopback import closed_port, serve
 class Site:
     port: int
     seen: list[web.Request] = field(default_factory=list)
+    # What /slow waits for: set when the test is over, so it answers only too late.
+    release: asyncio.Event = field(default_factory=asyncio.Event)
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
@@ -47,7 +49,7 @@ async def site() -> AsyncIterator[Site]:
         raise web.HTTPFound("/loop")
 
     async def slow(request: web.Request) -> web.Response:
-        await asyncio.sleep(1.5)
+        await state.release.wait()
         return web.Response(text="late")
 
     async def big(request: web.Request) -> web.Response:
@@ -62,6 +64,7 @@ async def site() -> AsyncIterator[Site]:
     async with serve(app) as port:
         state.port = port
         yield state
+        state.release.set()
 
 
 

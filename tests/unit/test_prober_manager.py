@@ -25,6 +25,7 @@ from tests.unit.test_prober_worker import (
     running,
     waiting,
 )
+from tests.unit.waiting import until
 
 
 class ManagerRig:
@@ -36,18 +37,16 @@ class ManagerRig:
         self.liveness = ResultsManager()
         self.readiness = ResultsManager()
         self.startup = ResultsManager()
+        self.real_sleeps: list[float] = []  # the waits begun on the wall clock (not fake_clock)
         clock: Callable[[], float] = self.clock if fake_clock else time.time
         self.manager = ProbeManager(
             self.prober, liveness=self.liveness, readiness=self.readiness,
             startup=self.startup, status_provider=self.board.get, clock=clock,
-            sleep=self.clock.sleep if fake_clock else asyncio.sleep, jitter=lambda: jitter)
+            sleep=self.clock.sleep if fake_clock else self._real_sleep, jitter=lambda: jitter)
 
-
-async def until(condition: Callable[[], bool], timeout: float = 2.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.001)
+    async def _real_sleep(self, seconds: float) -> None:
+        self.real_sleeps.append(seconds)
+        await asyncio.sleep(seconds)
 
 
 def sidecar(*, liveness: V1Probe | None = None, startup: V1Probe | None = None) -> V1Container:
@@ -181,14 +180,15 @@ async def test_becoming_started_triggers_the_readiness_probe_at_once() -> None:
     long_ago = time.time() - 100
     rig.board.put("uid-1", running("a", started_at=long_ago, started=False))
     rig.manager.add_pod(pod)
-    await asyncio.sleep(0.05)  # the worker saw a container not started yet: it waits a period
+    # The worker saw a container not started yet: it waits a period.
+    await until(lambda: len(rig.real_sleeps) == 1)
     assert rig.prober.calls == []
 
     status = rig.board.put("uid-1", running("a", started_at=long_ago, started=True))
     rig.manager.update_pod_status(pod, status)
     assert status.container_statuses[0].ready is False  # not probed yet
 
-    await until(lambda: rig.readiness.get(cid("a")) is ProbeResult.SUCCESS, timeout=1)
+    await until(lambda: rig.readiness.get(cid("a")) is ProbeResult.SUCCESS)
     rig.manager.update_pod_status(pod, status)
     assert status.container_statuses[0].ready is True
     await rig.manager.stop()

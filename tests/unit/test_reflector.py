@@ -23,6 +23,7 @@ from pykubelet.util.reflector import (
     WatchEvent,
 )
 from tests.unit.loopback import serve
+from tests.unit.waiting import ManualClock
 
 
 def pod(name: str, rv: str, uid: str | None = None) -> Object:
@@ -190,11 +191,14 @@ async def test_the_pod_source_waits_for_the_node_informer() -> None:
     updates: asyncio.Queue[PodUpdate] = asyncio.Queue()
     synced = False
     script = Script(lists=[([], "1")], watches=[])
-    source = ApiserverPodSource(script, updates, node_has_synced=lambda: synced)
+    clock = ManualClock()
+    source = ApiserverPodSource(script, updates, node_has_synced=lambda: synced,
+                                sleep=clock.sleep)
     task = asyncio.create_task(source.run())
-    await asyncio.sleep(0.05)
+    await clock.advance(3, step=1)  # it looked three times more
     assert script.list_calls == []
     synced = True
+    await clock.advance(1)
     await asyncio.wait_for(script.done.wait(), 5)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):

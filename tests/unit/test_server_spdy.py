@@ -46,6 +46,7 @@ def test_frame_layouts() -> None:
 async def test_session_opens_odd_streams_and_delivers_data() -> None:
     """A tiny in-process peer plays the runtime's side of one stream."""
     received: list[bytes] = []
+    peer_done = asyncio.Event()
 
     async def peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         inflate = zlib.decompressobj(zdict=DICTIONARY)
@@ -70,6 +71,7 @@ async def test_session_opens_odd_streams_and_delivers_data() -> None:
             if head[0] == 0 and head[4] & FLAG_FIN:
                 break
         writer.close()
+        peer_done.set()
 
     server = await asyncio.start_server(peer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -82,7 +84,7 @@ async def test_session_opens_odd_streams_and_delivers_data() -> None:
     assert await asyncio.wait_for(stream.read(), 5) is None
     await stream.write(b"to runtime")
     await stream.close()
-    await asyncio.sleep(0.1)
+    await asyncio.wait_for(peer_done.wait(), 5)
     await session.close()
     server.close()
     await server.wait_closed()

@@ -10,29 +10,29 @@ from typing import Any
 import pytest
 
 from pykubelet.util.supervisor import Supervisor
+from tests.unit.waiting import ManualClock, settle
 
 
 async def test_a_crashing_loop_is_logged_and_restarted_with_growing_back_off(
         caplog: pytest.LogCaptureFixture) -> None:
-    supervisor = Supervisor(backoff_initial=0.01, backoff_max=0.04)
+    clock = ManualClock()
+    supervisor = Supervisor(backoff_initial=1, backoff_max=4, sleep=clock.sleep)
     starts: list[float] = []
-    loop = asyncio.get_running_loop()
 
     async def flaky() -> None:
-        starts.append(loop.time())
-        if len(starts) <= 3:
+        starts.append(clock.now)
+        if len(starts) <= 4:
             raise ValueError(f"crash {len(starts)}")
-        await asyncio.Event().wait()  # the fourth run stays up
+        await asyncio.Event().wait()  # the fifth run stays up
 
     supervisor.spawn("flaky-loop", flaky)
-    for _ in range(200):
-        if len(starts) == 4:
-            break
-        await asyncio.sleep(0.01)
-    assert len(starts) == 4
+    await settle()
+    assert starts == [clock.now]
+    await clock.advance(20, step=0.5)
+    assert len(starts) == 5
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert gaps[0] >= 0.01 and gaps[1] >= 0.02 and gaps[2] >= 0.04 - 0.005
-    assert caplog.text.count("Task crashed; restarting it after back-off") == 3
+    assert gaps == [1, 2, 4, 4]  # doubling up to the maximum
+    assert caplog.text.count("Task crashed; restarting it after back-off") == 4
     assert 'task="flaky-loop"' in caplog.text and "ValueError: crash 1" in caplog.text
     assert "Traceback" in caplog.text
     assert supervisor.names() == ["flaky-loop"]
@@ -53,7 +53,7 @@ async def test_a_fatal_task_that_crashes_stops_the_wait_with_its_error(
             side_loop_cancelled.set()
 
     async def sync_loop() -> None:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
         raise RuntimeError("sync loop bug")
 
     supervisor.spawn("side", side_loop)
@@ -89,14 +89,15 @@ async def test_wait_returns_none_when_stopping_and_shutdown_cancels_in_reverse()
 
 
 async def test_a_task_that_finishes_is_not_restarted() -> None:
-    supervisor = Supervisor(backoff_initial=0.01)
+    clock = ManualClock()
+    supervisor = Supervisor(backoff_initial=0.01, sleep=clock.sleep)
     runs = 0
 
     async def once() -> None:
         nonlocal runs
         runs += 1
 
-    supervisor.spawn("once", once)
-    await asyncio.sleep(0.05)
+    await supervisor.spawn("once", once)
+    await clock.advance(1, step=0.01)
     assert runs == 1 and supervisor.names() == []
     await supervisor.shutdown()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from pykubelet.api.kubetypes import PodOperation, PodUpdate
 from pykubelet.container import ContainerID, PodLifecycleEvent, PodLifecycleEventType, ProbeResult
 from pykubelet.kubelet.sync_loop import LoopInputs, sync_loop
 from pykubelet.prober.results import ResultUpdate
+from tests.unit.waiting import ManualClock, settle, until
 
 
 def pod(uid: str) -> V1Pod:
@@ -47,7 +50,10 @@ class RecordingHandler:
 
 
 class Harness:
+    """The loop's inputs as fakes, on a clock that moves only when a test advances it."""
+
     def __init__(self, **overrides: Any) -> None:
+        self.clock = ManualClock()
         self.config: asyncio.Queue[PodUpdate] = asyncio.Queue()
         self.pleg: asyncio.Queue[PodLifecycleEvent] = asyncio.Queue()
         self.probes: dict[str, asyncio.Queue[ResultUpdate]] = {
@@ -70,6 +76,7 @@ class Harness:
             "on_probe_update": lambda kind, update: self.probe_seen.append((kind, update)),
             "on_container_died": lambda uid, cid: self.died.append((uid, cid)),
             "heartbeat": self._beat, "sync_period": 0.05, "housekeeping_period": 0.1,
+            "clock": self.clock, "sleep": self.clock.sleep,
         }
         fields.update(overrides)
         self.inputs = LoopInputs(**fields)
@@ -82,12 +89,24 @@ class Harness:
         due, self.due = self.due, []
         return due
 
-    async def run_for(self, seconds: float) -> None:
+    def queues_empty(self) -> bool:
+        return all(q.empty() for q in (self.config, self.pleg, *self.probes.values()))
+
+    async def drained(self) -> None:
+        """Every queued event taken by the loop and handled."""
+        await until(self.queues_empty, what="the loop took every queued event")
+        await settle()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
         task = asyncio.create_task(sync_loop(self.inputs, self.handler))
-        await asyncio.sleep(seconds)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await settle()  # the loop starts, at the clock's time 0
+        try:
+            yield
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
 
 
 async def test_config_operations_reach_their_handlers_in_order() -> None:
@@ -95,7 +114,8 @@ async def test_config_operations_reach_their_handlers_in_order() -> None:
     for op in (PodOperation.ADD, PodOperation.UPDATE, PodOperation.RECONCILE,
                PodOperation.DELETE, PodOperation.REMOVE):
         h.config.put_nowait(PodUpdate(pods=[pod("a")], op=op, source="file"))
-    await h.run_for(0.2)
+    async with h.running():
+        await h.drained()
     kinds = [kind for kind, _ in h.handler.calls if kind != "sync"]
     # DELETE is a graceful deletion: handled as an update, as upstream.
     assert kinds == ["add", "update", "reconcile", "update", "remove"]
@@ -106,7 +126,8 @@ async def test_pleg_events_sync_known_pods_only_and_report_dead_containers() -> 
     h.pleg.put_nowait(PodLifecycleEvent("a", PodLifecycleEventType.CONTAINER_STARTED, "c1"))
     h.pleg.put_nowait(PodLifecycleEvent("zz", PodLifecycleEventType.CONTAINER_DIED, "c2"))
     h.pleg.put_nowait(PodLifecycleEvent("b", PodLifecycleEventType.CONTAINER_REMOVED, "c3"))
-    await h.run_for(0.2)
+    async with h.running():
+        await h.drained()
     assert ("sync", ["a"]) in h.handler.calls
     assert all(uids != ["zz"] and uids != ["b"] for _, uids in h.handler.calls)
     assert h.died == [("zz", "c2")]
@@ -115,18 +136,22 @@ async def test_pleg_events_sync_known_pods_only_and_report_dead_containers() -> 
 async def test_sync_ticker_syncs_due_pods() -> None:
     h = Harness()
     h.due = [h.known["b"]]
-    await h.run_for(0.2)
-    assert ("sync", ["b"]) in h.handler.calls
+    async with h.running():
+        await settle()
+        assert h.handler.calls == []  # not before the tick
+        await h.clock.advance(0.05)
+        assert ("sync", ["b"]) in h.handler.calls
 
 
 async def test_housekeeping_waits_for_sources_ready() -> None:
     h = Harness()
     h.ready = False
-    await h.run_for(0.35)
-    assert h.handler.cleanups == 0
-    h.ready = True
-    await h.run_for(0.35)
-    assert h.handler.cleanups >= 1
+    async with h.running():
+        await h.clock.advance(0.35, step=0.05)
+        assert h.handler.cleanups == 0
+        h.ready = True
+        await h.clock.advance(0.1)
+        assert h.handler.cleanups == 1
 
 
 async def test_probe_changes_sync_the_pod_but_a_liveness_success_does_not() -> None:
@@ -136,30 +161,29 @@ async def test_probe_changes_sync_the_pod_but_a_liveness_success_does_not() -> N
     dead = ResultUpdate(ContainerID("containerd", "y"), ProbeResult.FAILURE, "b")
     h.probes["readiness"].put_nowait(ready)
     h.probes["liveness"].put_nowait(alive)
-    await h.run_for(0.1)
-    assert h.probe_seen == [("readiness", ready)]
-    assert h.handler.calls == [("sync", ["a"])]
-    h.probes["liveness"].put_nowait(dead)
-    await h.run_for(0.1)
-    assert h.probe_seen[-1] == ("liveness", dead)
-    assert h.handler.calls[-1] == ("sync", ["b"])
+    async with h.running():
+        await h.drained()
+        assert h.probe_seen == [("readiness", ready)]
+        assert h.handler.calls == [("sync", ["a"])]
+        h.probes["liveness"].put_nowait(dead)
+        await h.drained()
+        assert h.probe_seen[-1] == ("liveness", dead)
+        assert h.handler.calls[-1] == ("sync", ["b"])
 
 
 async def test_runtime_errors_stop_syncing_until_the_runtime_recovers() -> None:
     h = Harness()
     h.errors = ["container runtime is down"]
     h.config.put_nowait(PodUpdate(pods=[pod("a")], op=PodOperation.ADD, source="file"))
-    task = asyncio.create_task(sync_loop(h.inputs, h.handler))
-    try:
-        await asyncio.sleep(0.5)
+    async with h.running():
+        await h.clock.advance(1.0, step=0.05)
         assert h.handler.calls == [] and h.beats == 0
         h.errors = []
-        await asyncio.sleep(2.0)  # the back-off (100 ms doubling) ends and the loop resumes
+        # The back-off (100 ms doubling: 0.1, 0.2, 0.4, 0.8 s) ends and the loop resumes.
+        await h.clock.advance(0.45, step=0.05)
+        assert h.handler.calls == []
+        await h.clock.advance(0.05)
         assert ("add", ["a"]) in h.handler.calls and h.beats > 0
-    finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
 
 
 @pytest.mark.parametrize("starting", [True, False])
@@ -171,7 +195,8 @@ async def test_skipping_during_start_up_is_info_and_an_error_later(
     logger.addHandler(caplog.handler)  # propagation may be off after a klog.setup()
     caplog.set_level(logging.DEBUG, logger="pykubelet")
     try:
-        await h.run_for(0.05)
+        async with h.running():
+            await h.clock.advance(0.3, step=0.1)
     finally:
         logger.removeHandler(caplog.handler)
     skipped = [r for r in caplog.records if "Skipping pod synchronization" in r.getMessage()]
@@ -185,7 +210,8 @@ async def test_an_update_is_not_lost_when_another_case_wins_the_race() -> None:
     for i in range(20):
         h.config.put_nowait(PodUpdate(pods=[pod(str(i))], op=PodOperation.ADD, source="file"))
         h.pleg.put_nowait(PodLifecycleEvent("a", PodLifecycleEventType.CONTAINER_STARTED, str(i)))
-    await h.run_for(0.5)
+    async with h.running():
+        await h.drained()
     added = [uids[0] for kind, uids in h.handler.calls if kind == "add"]
     assert added == [str(i) for i in range(20)]
     assert sum(1 for kind, uids in h.handler.calls if kind == "sync" and uids == ["a"]) == 20
