@@ -38,7 +38,7 @@ SIGTERM, so every deletion but the SIGTERM one waits out those 2 s.
 The Go kubelet is the binary built by ``scripts/testbed/controlplane-build.sh``
 from Debian's ``kubernetes`` source (see ``testsupport/controlplane.py``). It is kept
 from touching the host: no iptables chains, its own root, cert, log and
-cgroupRoot; it runs in a private mount namespace where the six kernel settings
+cgroupRoot; it runs in a mount namespace of its own where the six kernel settings
 it would otherwise rewrite (``protectKernelDefaults: false``) are files already
 holding the values it wants, so it finds nothing to change.
 

@@ -4,16 +4,21 @@ Benchmarks (``bench/peer.py``) and the conformance harness
 (``testsupport/conformance.py``) run it on the same containerd testbed as
 pykubelet, with the same handle (ports, manifests, ``/pods``), so that one
 run compares the two. It is kept from touching the host: no iptables chains,
-its own root, cert, log and cgroupRoot; it runs in a private mount namespace
-where the six kernel settings it would otherwise rewrite
+its own root, cert, log and cgroupRoot; it runs in a mount namespace of its
+own where the six kernel settings it would otherwise rewrite
 (``protectKernelDefaults: false``) are files already holding the values it
-wants, so it finds nothing to change. What it still leaves outside its base
-directory (cgroups, pod log entries) ``remove_leftovers`` removes.
+wants, so it finds nothing to change. Its root directory is the one mount it
+shares with the host (a shared bind mount made before it starts): the volumes
+it mounts there must be seen by containerd, or every container finds its
+secret, configMap and downward API directories empty. What it still leaves
+outside its base directory (cgroups, pod log entries, that bind mount)
+``remove_leftovers`` removes.
 """
 
 from __future__ import annotations
 
 import glob
+import os
 import shlex
 import shutil
 import subprocess
@@ -74,10 +79,14 @@ class GoKubeletProcess(KubeletProcess):
         self.config_path.write_text(yaml.safe_dump(config))
 
     def _launch_script(self) -> str:
-        """Shell run in the private mount namespace: mask the tunables, then exec the kubelet."""
+        """Shell run in its own mount namespace: mask the tunables, then exec the kubelet."""
         tunables = self.base / "kernel-tunables"
         tunables.mkdir(exist_ok=True)
-        lines = ["set -e"]
+        # Propagation unchanged: the root directory (a shared mount, see start) stays a
+        # peer of the host's, so the volumes it mounts there (tmpfs for secrets, the
+        # downward API, projected tokens) are seen by containerd, which lives outside.
+        # Everything else is made private first, so the masks below stay in here.
+        lines = ["set -e", "mount --make-private /", "mount --make-rprivate /proc"]
         for key, value in GO_KERNEL_TUNABLES.items():
             file = tunables / key.replace("/", "_")
             file.write_text(value + "\n")
@@ -88,6 +97,8 @@ class GoKubeletProcess(KubeletProcess):
         if GO_FIXED_DIR.is_dir():
             own = self.base / "var-lib-kubelet"
             own.mkdir(exist_ok=True)
+            # Private too when /var/lib or /var is a mount of its own.
+            lines.append(f'mount --make-private "$(findmnt -n -o TARGET --target {GO_FIXED_DIR})"')
             lines.append(f"mount --bind {shlex.quote(str(own))} {GO_FIXED_DIR}")
         else:
             self.created_fixed_dir = True
@@ -107,8 +118,9 @@ class GoKubeletProcess(KubeletProcess):
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
         # unshare and sh both exec: the pid is the kubelet's own.
+        self.share_root_dir()
         self.process = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            ["unshare", "--mount", "--propagation", "unchanged", "sh", "-c",
              self._launch_script()], stdout=log, stderr=subprocess.STDOUT)
         log.close()
         try:
@@ -117,6 +129,14 @@ class GoKubeletProcess(KubeletProcess):
         except BaseException:
             self.stop()
             raise
+
+    def share_root_dir(self) -> None:
+        """Make the root directory a shared mount of its own (once), the peer through
+        which the kubelet's volume mounts reach the host's mount namespace."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not os.path.ismount(self.root):
+            subprocess.run(["mount", "--bind", str(self.root), str(self.root)], check=True)
+        subprocess.run(["mount", "--make-shared", str(self.root)], check=True)
 
     def remove_leftovers(self) -> None:
         """What it made outside its base directory: cgroups and pod log entries."""
@@ -128,6 +148,8 @@ class GoKubeletProcess(KubeletProcess):
             shutil.rmtree(path, ignore_errors=True)
         if self.created_fixed_dir:
             shutil.rmtree(GO_FIXED_DIR, ignore_errors=True)
+        if os.path.ismount(self.root):
+            subprocess.run(["umount", "--lazy", "--recursive", str(self.root)], check=False)
 
 
 def remove_container_log_links(node_name: str) -> None:

@@ -14,7 +14,10 @@
 #   k8s.gcr.io/e2e-test-images/agnhost:2.21     the tree's agnhost program on busybox
 #                                               (entrypoint /agnhost, cmd pause, as upstream;
 #                                               curl is a STAND-IN: busybox wget behind a
-#                                               script that takes curl's common options)
+#                                               script that takes curl's common options;
+#                                               nc is Debian's netcat-openbsd, as upstream's,
+#                                               since busybox's has no UDP, and sh is Debian's
+#                                               dash, with their libraries)
 #   docker.io/library/busybox:1.29              the busybox image above, renamed
 #   docker.io/library/nginx:1.14-alpine, :1.15-alpine, docker.io/library/httpd:2.4.38-alpine,
 #   :2.4.39-alpine                              STAND-INS: busybox httpd serving /var/www on
@@ -143,12 +146,14 @@ E2E_PAUSE="k8s.gcr.io/pause:3.2"
 write_curl_standin() {
     cat >"$1" <<'CURL'
 #!/bin/sh
-# curl stand-in (pykubelet's e2e images): GET with busybox wget.
-out=- url= timeout=
+# curl stand-in (pykubelet's e2e images): GET with busybox wget. The time limit
+# goes to busybox timeout: busybox-static's own wget -T crashes.
+out=- url= max_time= connect_timeout=
 while [ $# -gt 0 ]; do
     case "$1" in
         -o|--output) out=$2; shift ;;
-        -m|--max-time|--connect-timeout) timeout=$2; shift ;;
+        -m|--max-time) max_time=$2; shift ;;
+        --connect-timeout) connect_timeout=$2; shift ;;
         -H|--header|-X|--request|-d|--data|-u|--user|-w|--write-out|--retry) shift ;;
         -*) ;;
         *) url=$1 ;;
@@ -156,9 +161,40 @@ while [ $# -gt 0 ]; do
     shift
 done
 [ -n "$url" ] || { echo "curl: no URL specified" >&2; exit 2; }
-exec wget -q ${timeout:+-T "${timeout%.*}"} -O "$out" "$url"
+limit=${max_time:-$connect_timeout}
+if [ -n "$limit" ]; then
+    exec timeout "${limit%.*}" wget -q -O "$out" "$url"
+fi
+exec wget -q -O "$out" "$url"
 CURL
     chmod 0755 "$1"
+}
+
+# Usage: add_debian_program ROOTFS PACKAGE PATH DEST: the program at PATH in
+# Debian's PACKAGE as DEST in ROOTFS, with the host's copies of the libraries
+# it links. The package is only downloaded and unpacked, never installed on
+# the host; the .deb is kept beside the archives for the next build.
+add_debian_program() {
+    local rootfs="$1" package="$2" path="$3" dest="$4" debs="$out_dir/debs" deb lib
+    local unpacked="$work/deb-$package"
+    mkdir -p "$debs"
+    if ! compgen -G "$debs/${package}_*.deb" >/dev/null; then
+        (cd "$debs" && apt-get -o APT::Sandbox::User=root download -qq "$package") \
+            || die "apt-get download $package failed"
+    fi
+    deb="$(compgen -G "$debs/${package}_*.deb" | head -n 1)"
+    rm -rf "$unpacked"
+    dpkg-deb -x "$deb" "$unpacked"
+    [[ -x "$unpacked/$path" ]] || die "$deb has no $path"
+    if ldd "$unpacked/$path" | grep -q "not found"; then
+        die "$package's $path needs a library this host lacks: $(ldd "$unpacked/$path" | grep 'not found')"
+    fi
+    rm -f "$rootfs$dest"
+    install -m 0755 "$unpacked/$path" "$rootfs$dest"
+    for lib in $(ldd "$unpacked/$path" | grep -o '/[^ ]*'); do
+        mkdir -p "$rootfs$(dirname "$lib")"
+        cp -L "$lib" "$rootfs$lib"
+    done
 }
 
 e2e_archive() {
@@ -179,6 +215,12 @@ build_e2e() {
     ln -s agnhost "$rootfs/agnhost-2"
     mkdir -p "$rootfs/uploads"
     write_curl_standin "$rootfs/usr/bin/curl"
+    # Debian's busybox runs its own applets before anything on PATH when its
+    # shell is sh, so `sh -c "nc ..."` would never reach the real nc: the
+    # image's sh is Debian's dash, as alpine's sh finds programs on PATH.
+    add_debian_program "$rootfs" netcat-openbsd bin/nc.openbsd /usr/bin/nc
+    rm -f "$rootfs/bin/nc"
+    add_debian_program "$rootfs" dash bin/dash /bin/sh
     install -m 0644 "$e2e_bin_dir/image-data/test/images/agnhost/porter/localhost.crt" \
         "$e2e_bin_dir/image-data/test/images/agnhost/porter/localhost.key" "$rootfs/"
     python3 "$oci_writer" --rootfs "$rootfs" --name "$E2E_AGNHOST" \

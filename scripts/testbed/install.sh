@@ -15,6 +15,7 @@ PACKAGES=(
     iptables iproute2            # used by the CNI plugins and by cleanup
     docker-registry skopeo       # optional: serve/inspect the test images as a registry
     prometheus                   # scrapes the kubelet API's metrics in the tests, as in a cluster
+    libbsd0                      # netcat-openbsd's library, for the e2e agnhost image
 )
 
 die() { echo "install.sh: error: $*" >&2; exit 1; }
