@@ -8,7 +8,10 @@
 # (scripts/setup.sh; pip runs only when the lock or pyproject.toml changed).
 # Ruff, mypy and pytest run on the venv's interpreter, so the integration
 # tests' `python -m pykubelet` does too.
-# Extra arguments go to pytest.
+# Then, when no arguments were given (the whole suite, as .ci/run runs it),
+# the CI subset of upstream's own e2e suite against pykubelet as a cluster
+# node (scripts/conformance.sh --ci: 25 tests, about 3 min).
+# Extra arguments go to pytest (and skip the e2e subset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -26,3 +29,7 @@ echo "== mypy"
 "$PYK_PYTHON" -m mypy
 echo "== pytest"
 "$PYK_PYTHON" -m pytest -p no:cacheprovider -q "$@"
+if [[ $# -eq 0 ]]; then
+    echo "== upstream e2e.test, the CI subset (scripts/conformance.sh --ci)"
+    "$PYK_PYTHON" -m testsupport.conformance --ci
+fi
