@@ -176,6 +176,7 @@ class LateModules:
         default_factory=lambda: LateBound("the active pods"))
     pressure: LateBound[PressureReporter] = field(
         default_factory=lambda: LateBound("the eviction manager"))
+    pleg: LateBound[GenericPLEG] = field(default_factory=lambda: LateBound("the PLEG"))
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,8 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     metrics.set_node_name(node_name)
     late = LateModules()
     machine = await build_machine_parts(server, node_name, node_informer, late)
-    runtime_state = RuntimeState()
+    # The node's readiness reads the PLEG's health (built with the pods, below).
+    runtime_state = RuntimeState(health_checks=[("PLEG", lambda: late.pleg.get().healthy())])
     cluster = None if deps.standalone else await build_cluster_parts(
         server, deps, node_name, informer=node_informer, node_view=machine.node_view,
         health=runtime_state, machine=machine.machine, resources=machine.resources,
@@ -375,7 +377,7 @@ def build_pod_parts(server: KubeletServer, deps: Dependencies, runtime: RuntimeP
                              else [])
     cache = PodCache()
     pleg = GenericPLEG(runtime.manager, cache)
-    runtime_state.add_health_check("PLEG", pleg.healthy)
+    late.pleg.set(pleg)
     # The status manager asks the pod workers (built below) whether a pod's
     # containers may still run before it reports a terminal phase.
     status_manager = StatusManager(

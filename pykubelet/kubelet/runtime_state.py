@@ -17,26 +17,25 @@ the loop can say so at info level instead of as an error.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 HealthCheck = Callable[[], tuple[bool, str]]
 
 
 class RuntimeState:
-    def __init__(self, base_runtime_sync_threshold: float = 30.0,
+    def __init__(self, *, base_runtime_sync_threshold: float = 30.0,
+                 health_checks: Sequence[tuple[str, HealthCheck]] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._threshold = base_runtime_sync_threshold
         self._clock = clock
         self._last_base_runtime_sync: float | None = None
         self._runtime_error: str | None = None
         self._network_error: str | None = None
-        self._health_checks: list[tuple[str, HealthCheck]] = []
+        # Named checks whose failures are runtime errors (upstream's PLEG check).
+        self._health_checks = list(health_checks)
         self._started = clock()
         # Health checks that have passed at least once: a failure after that is a fault.
         self._healthy_once: set[str] = set()
-
-    def add_health_check(self, name: str, check: HealthCheck) -> None:
-        self._health_checks.append((name, check))
 
     def set_runtime_sync(self) -> None:
         self._last_base_runtime_sync = self._clock()

@@ -25,8 +25,8 @@ class Pleg:
 
 def make() -> tuple[RuntimeState, Clock, Pleg]:
     clock, pleg = Clock(), Pleg()
-    state = RuntimeState(base_runtime_sync_threshold=30.0, clock=clock)
-    state.add_health_check("PLEG", pleg.healthy)
+    state = RuntimeState(base_runtime_sync_threshold=30.0, health_checks=[("PLEG", pleg.healthy)],
+                         clock=clock)
     return state, clock, pleg
 
 
