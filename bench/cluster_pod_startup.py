@@ -47,6 +47,9 @@ from kubernetes_asyncio import client, config
 
 from bench.apiproxy import CountingProxy, write_kubeconfig
 from bench.harness import (
+    KUBELET_ARGS,
+    SLEEP_COMMAND,
+    START_TIMEOUT_SECONDS,
     BenchmarkError,
     RunningWatcher,
     cpu_seconds,
@@ -63,9 +66,6 @@ from testsupport.testbed import Testbed
 
 KUBELET_CONFIG: dict[str, Any] = {"syncFrequency": "1m", "fileCheckFrequency": "20s",
                                   "maxPods": 110}
-KUBELET_ARGS = ["--v=2"]
-START_TIMEOUT = 120.0
-SLEEP_COMMAND = ["sh", "-c", "sleep 3600"]
 
 
 @dataclass
@@ -91,6 +91,20 @@ def pod_manifest(name: str, node: str, image: str) -> client.V1Pod:
         "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
                  "automountServiceAccountToken": False, "dnsPolicy": "Default",
                  "containers": [{"name": "sleep", "image": image, "command": SLEEP_COMMAND}]}})
+
+
+async def wait_default_service_account(api: client.CoreV1Api, namespace: str,
+                                       timeout: float = 60) -> None:
+    """Pods are refused until the controller manager made the namespace's account."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await api.read_namespaced_service_account("default", namespace)
+            return
+        except client.ApiException as err:
+            if err.status != 404 or time.monotonic() > deadline:
+                raise BenchmarkError(f"no default service account in {namespace}") from err
+        await asyncio.sleep(0.2)
 
 
 class ApiRunningWatcher:
@@ -148,7 +162,7 @@ class ApiRunningWatcher:
             changed.cancel()
 
     async def wait(self, names: Sequence[str], kubelet: KubeletProcess,
-                   timeout: float = START_TIMEOUT) -> list[float]:
+                   timeout: float = START_TIMEOUT_SECONDS) -> list[float]:
         deadline = time.monotonic() + timeout
         while not all(n in self.first_running for n in names):
             if self._task is not None and self._task.done():

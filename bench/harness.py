@@ -11,6 +11,7 @@ behind on exit, Ctrl-C or SIGTERM.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -458,6 +459,36 @@ async def measure_idle(pid: int, seconds: float) -> IdleFigures:
         rss_max = max(rss_max, rss_kib(pid))
     return IdleFigures(time.monotonic() - started, cpu_seconds(pid) - cpu_before, rss_start,
                        rss_max)
+
+
+# --- command line --------------------------------------------------------------------------------
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, runs: int, runs_help: str,
+                         pods_help: str, idle_seconds: float) -> None:
+    """The options of the benchmarks that start pods on a kubelet and then watch it idle
+    (``pod_startup.py``, ``peer.py``): ``--runs``, ``--pods``, ``--idle-seconds``,
+    ``--settle-seconds`` and ``--poll-ms``; check them with ``check_common_arguments``."""
+    parser.add_argument("--runs", type=int, default=runs, help=f"{runs_help} (default {runs})")
+    parser.add_argument("--pods", type=int, default=30, help=f"{pods_help} (default 30)")
+    parser.add_argument("--idle-seconds", type=float, default=idle_seconds,
+                        help=f"idle window for the kubelet's CPU and RSS "
+                             f"(default {idle_seconds:g})")
+    parser.add_argument("--settle-seconds", type=float, default=10.0,
+                        help="wait after the idle pods report Running, before the idle window "
+                             "(default 10)")
+    parser.add_argument("--poll-ms", type=float, default=20.0,
+                        help="period of the CRI polls that see a container RUNNING, and gone "
+                             "(default 20)")
+
+
+def check_common_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                           counts: Sequence[str] = ("runs", "pods")) -> None:
+    """Exits with a usage error unless the ``counts`` options are at least 1 and
+    ``--idle-seconds`` and ``--poll-ms`` above 0."""
+    if min(getattr(args, name) for name in counts) < 1 or args.idle_seconds <= 0 \
+            or args.poll_ms <= 0:
+        names = ", ".join(f"--{name.replace('_', '-')}" for name in counts)
+        parser.error(f"{names} must be >= 1; --idle-seconds and --poll-ms > 0")
 
 
 # --- set-up and clean-up --------------------------------------------------------------------------

@@ -23,7 +23,6 @@ kubelets read the node from a watch instead of the GETs.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import tempfile
@@ -32,6 +31,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
+from bench.harness import cpu_seconds
 from testsupport.cluster import ClusterKubelet, unique_node_name
 from testsupport.controlplane import ControlPlane, cached_binaries
 from testsupport.kubelet_process import (
@@ -48,12 +48,6 @@ LABEL = re.compile(r'(\w+)="([^"]*)"')
 # At idle nothing in the status changes: no write expected in a window shorter than 5 minutes.
 STATUS_WRITES_TARGET_PER_MINUTE = 0.2
 LEASE_RENEWALS_PER_MINUTE = 6.0
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def request_counts(kubelet: KubeletProcess) -> Counter[tuple[str, str, str]]:

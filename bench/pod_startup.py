@@ -37,7 +37,9 @@ from bench.harness import (
     KUBELET_CONFIG,
     SLEEP_COMMAND,
     RunningWatcher,
+    add_common_arguments,
     check_alive,
+    check_common_arguments,
     client_log_lines,
     measure_idle,
     percentile,
@@ -209,19 +211,11 @@ async def run_benchmark(testbed: Testbed, work_dir: Path, results: Results,
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Pod start-up latency and idle cost of pykubelet against raw CRI calls.")
-    parser.add_argument("--runs", type=int, default=10,
-                        help="single-pod repetitions for each side (default 10)")
-    parser.add_argument("--pods", type=int, default=30,
-                        help="pods written at once, then left running for the idle figure")
-    parser.add_argument("--idle-seconds", type=float, default=60.0,
-                        help="idle window for pykubelet's CPU and RSS (default 60)")
-    parser.add_argument("--settle-seconds", type=float, default=10.0,
-                        help="wait after all pods report Running before the idle window")
-    parser.add_argument("--poll-ms", type=float, default=20.0,
-                        help="period of the CRI ListContainers poll that detects RUNNING")
+    add_common_arguments(parser, runs=10, runs_help="single-pod repetitions for each side",
+                         pods_help="pods written at once, then left running for the idle figure",
+                         idle_seconds=60.0)
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.pods < 1 or args.idle_seconds <= 0 or args.poll_ms <= 0:
-        parser.error("--runs and --pods must be >= 1; --idle-seconds and --poll-ms > 0")
+    check_common_arguments(parser, args)
     return args
 
 

@@ -39,15 +39,14 @@ from typing import Any
 from kubernetes_asyncio import client, config
 
 from bench.apiproxy import CountingProxy, write_kubeconfig
-from bench.cluster_pod_startup import ApiRunningWatcher
-from bench.harness import BenchmarkError, clean_runtime, percentile
+from bench.cluster_pod_startup import ApiRunningWatcher, wait_default_service_account
+from bench.harness import KUBELET_ARGS, BenchmarkError, clean_runtime, percentile
 from pykubelet.api import pod_from_dict
 from testsupport.controlplane import ControlPlane, cached_binaries
 from testsupport.kubelet_process import KubeletProcess, unmount_pod_volumes
 from testsupport.testbed import Testbed
 
 STRATEGIES = ("Watch", "Cache", "Get")
-KUBELET_ARGS = ["--v=2"]
 CONFIG_MAPS = ("cm-a", "cm-b", "cm-c")
 SECRETS = ("secret-a", "secret-b")
 VOLUME_COUNT = len(CONFIG_MAPS) + len(SECRETS)
@@ -93,20 +92,6 @@ async def create_objects(api: client.CoreV1Api, namespace: str) -> None:
         await api.create_namespaced_secret(namespace, client.V1Secret(
             metadata=client.V1ObjectMeta(name=name),
             data={"password": base64.b64encode(secrets.token_bytes(32)).decode()}))
-
-
-async def wait_default_service_account(api: client.CoreV1Api, namespace: str,
-                                       timeout: float = 60) -> None:
-    """Pods are refused until the controller manager made the namespace's account."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            await api.read_namespaced_service_account("default", namespace)
-            return
-        except client.ApiException as err:
-            if err.status != 404 or time.monotonic() > deadline:
-                raise BenchmarkError(f"no default service account in {namespace}") from err
-        await asyncio.sleep(0.2)
 
 
 async def measure_strategy(results: StrategyResults, runs: int, plane: ControlPlane,

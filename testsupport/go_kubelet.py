@@ -18,7 +18,6 @@ outside its base directory (cgroups, pod log entries, that bind mount)
 from __future__ import annotations
 
 import glob
-import os
 import shlex
 import shutil
 import subprocess
@@ -134,7 +133,7 @@ class GoKubeletProcess(KubeletProcess):
         """Make the root directory a shared mount of its own (once), the peer through
         which the kubelet's volume mounts reach the host's mount namespace."""
         self.root.mkdir(parents=True, exist_ok=True)
-        if not os.path.ismount(self.root):
+        if not is_mount_point(self.root):
             subprocess.run(["mount", "--bind", str(self.root), str(self.root)], check=True)
         subprocess.run(["mount", "--make-shared", str(self.root)], check=True)
 
@@ -148,8 +147,16 @@ class GoKubeletProcess(KubeletProcess):
             shutil.rmtree(path, ignore_errors=True)
         if self.created_fixed_dir:
             shutil.rmtree(GO_FIXED_DIR, ignore_errors=True)
-        if os.path.ismount(self.root):
+        if is_mount_point(self.root):
             subprocess.run(["umount", "--lazy", "--recursive", str(self.root)], check=False)
+
+
+def is_mount_point(path: Path) -> bool:
+    """Whether ``path`` is a mount point here, bind mounts of a directory onto itself
+    included (``os.path.ismount`` misses those: same device, same parent)."""
+    target = str(path.resolve())
+    with open("/proc/self/mountinfo", encoding="utf-8") as info:
+        return any(len(fields := line.split()) > 4 and fields[4] == target for line in info)
 
 
 def remove_container_log_links(node_name: str) -> None:
