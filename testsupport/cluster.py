@@ -87,11 +87,7 @@ class ClusterKubelet(KubeletProcess):
     # -- what kubectl shows ----------------------------------------------------------
 
     def node(self) -> dict[str, Any] | None:
-        result = self.plane.kubectl("get", "node", self.node_name, "-o", "json", check=False)
-        if result.returncode != 0:
-            return None
-        node: dict[str, Any] = json.loads(result.stdout)
-        return node
+        return get_node(self.plane, self.node_name)
 
     def lease(self) -> dict[str, Any] | None:
         result = self.plane.kubectl("get", "lease", "-n", "kube-node-lease", self.node_name,
@@ -174,6 +170,15 @@ def kubectl_get_nodes(plane: ControlPlane) -> str:
 
 
 # --- what a user sees through kubectl ---------------------------------------------------------
+
+
+def get_node(plane: ControlPlane, name: str) -> dict[str, Any] | None:
+    """The Node as kubectl shows it, or None while there is none."""
+    result = plane.kubectl("get", "node", name, "-o", "json", check=False)
+    if result.returncode != 0:
+        return None
+    node: dict[str, Any] = json.loads(result.stdout)
+    return node
 
 
 def get_pod(plane: ControlPlane, name: str, namespace: str = "default") -> dict[str, Any] | None:

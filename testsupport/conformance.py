@@ -41,6 +41,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
@@ -49,7 +50,7 @@ from typing import Any
 
 import yaml
 
-from testsupport.cluster import ClusterKubelet, host_ip, is_ready
+from testsupport.cluster import ClusterKubelet, get_node, host_ip, is_ready
 from testsupport.controlplane import ControlPlane, ControlPlaneError, build_binaries
 from testsupport.go_kubelet import GO_CONTAINER_LOGS, GO_POD_LOGS, GoKubeletProcess
 from testsupport.kubelet_process import KubeletProcess, remove_everything
@@ -75,7 +76,6 @@ KUBELET_CONFORMANCE_FOCUS = (r"(\[k8s\.io\]|\[sig-node\]|\[sig-storage\] "
 KUBELET_CONFORMANCE_SKIP = DEFAULT_SKIP + r"|\[NodeConformance\]|\[sig-apps\]"
 SUITES = ("node-conformance", "kubelet-conformance", "ci")
 DEFAULT_PARALLEL = 6
-CI_PARALLEL = 6
 # The CI subset: fast tests over what a node does for pods (lifecycle, init
 # containers, probes, hooks, env, downward API, configMap/secret/projected/
 # emptyDir volumes, logs, exec), one full test name a line.
@@ -205,9 +205,9 @@ def go_kubelet_config(plane: ControlPlane) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def joined_node(kind: str, *, testbed: Testbed, plane: ControlPlane, base: Path,
-                bin_dir: Path) -> Iterator[KubeletProcess]:
+                bin_dir: Path, out_dir: Path) -> Iterator[KubeletProcess]:
     """A kubelet of ``kind`` joined to ``plane`` until its Node is Ready; stopped afterwards,
-    with every pod it left removed."""
+    with every pod it left removed and its log copied into ``out_dir``."""
     node_ip = host_ip()
     name = f"e2e-{'py' if kind == 'pykubelet' else 'go'}-{secrets.token_hex(2)}"
     kubelet: KubeletProcess
@@ -226,6 +226,8 @@ def joined_node(kind: str, *, testbed: Testbed, plane: ControlPlane, base: Path,
         yield kubelet
     finally:
         kubelet.stop()
+        with contextlib.suppress(OSError):
+            shutil.copyfile(kubelet.log_file, out_dir / "kubelet.log")
         remove_everything(testbed.endpoint)
         if isinstance(kubelet, GoKubeletProcess):
             kubelet.remove_leftovers()
@@ -241,8 +243,8 @@ def joined_node(kind: str, *, testbed: Testbed, plane: ControlPlane, base: Path,
 
 def wait_node_ready(plane: ControlPlane, name: str) -> None:
     def ready() -> bool:
-        result = plane.kubectl("get", "node", name, "-o", "yaml", check=False)
-        return result.returncode == 0 and is_ready(yaml.safe_load(result.stdout))
+        node = get_node(plane, name)
+        return node is not None and is_ready(node)
 
     try:
         wait_until(ready, NODE_READY_TIMEOUT_SECONDS, f"node {name} Ready", interval=1)
@@ -275,21 +277,15 @@ def run_suite(kind: str, *, focus: str, skip: str, parallel: int,
     report_dir = out_dir / "junit"
     report_dir.mkdir(parents=True, exist_ok=True)
     bin_dir = build_binaries()
-    testbed = Testbed.fresh()
-    testbed.build_images()
-    archives = testbed.build_e2e_images(bin_dir)
     log(f"{kind}: starting containerd, the control plane and the node")
-    testbed.start()
-    try:
-        testbed.import_archives(archives)
-        plane = ControlPlane.fresh()
-        plane.start()
-        try:
-            base = Path(f"/tmp/pykc-{secrets.token_hex(3)}")
-            base.mkdir()
+    with Testbed.fresh() as testbed:
+        testbed.import_archives(testbed.build_e2e_images(bin_dir))
+        with (ControlPlane.fresh() as plane,
+              tempfile.TemporaryDirectory(prefix="pykc-", dir="/tmp",
+                                          ignore_cleanup_errors=True) as base):
             try:
-                with joined_node(kind, testbed=testbed, plane=plane, base=base,
-                                 bin_dir=bin_dir) as kubelet:
+                with joined_node(kind, testbed=testbed, plane=plane, base=Path(base),
+                                 bin_dir=bin_dir, out_dir=out_dir) as kubelet:
                     command = ginkgo_command(bin_dir=bin_dir, plane=plane, focus=focus,
                                              skip=skip, parallel=parallel,
                                              report_dir=report_dir)
@@ -301,17 +297,10 @@ def run_suite(kind: str, *, focus: str, skip: str, parallel: int,
                                        check=False, cwd=out_dir)
                     log(f"{kind}: the suite ran {time.monotonic() - started:.0f} s")
             finally:
-                for name in ("kubelet.log",):
-                    with contextlib.suppress(OSError):
-                        shutil.copyfile(base / name, out_dir / name)
-                shutil.rmtree(base, ignore_errors=True)
-        finally:
-            with contextlib.suppress(OSError):
-                shutil.copytree(plane.dir / "logs", out_dir / "controlplane-logs",
-                                dirs_exist_ok=True)
-            plane.stop()
-    finally:
-        testbed.stop()
+                # Before the control plane (and its directory) goes.
+                with contextlib.suppress(OSError):
+                    shutil.copytree(plane.dir / "logs", out_dir / "controlplane-logs",
+                                    dirs_exist_ok=True)
     results = parse_junit(report_dir)
     if not results:
         raise HarnessError(f"the suite reported no test (see {out_dir / 'e2e.log'})")
@@ -341,8 +330,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="the same as --suite ci")
     parser.add_argument("--focus", default=None, help="ginkgo focus (instead of the suite's)")
     parser.add_argument("--skip", default=None, help="ginkgo skip (instead of the suite's)")
-    parser.add_argument("--parallel", type=int, default=None,
-                        help=f"ginkgo nodes (default {DEFAULT_PARALLEL}; {CI_PARALLEL} with --ci)")
+    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL,
+                        help=f"ginkgo nodes (default {DEFAULT_PARALLEL})")
     parser.add_argument("--out", type=Path, default=None,
                         help="where reports and logs go (default /tmp/pykubelet-conformance-TIME)")
     args = parser.parse_args(argv)
@@ -351,8 +340,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "ci": (ci_focus(), DEFAULT_SKIP)}[args.suite]
     args.focus = args.focus or focus
     args.skip = args.skip or skip
-    if args.parallel is None:
-        args.parallel = CI_PARALLEL if args.suite == "ci" else DEFAULT_PARALLEL
     if args.parallel < 1:
         parser.error("--parallel must be at least 1")
     if args.out is None:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from testsupport.testbed import SCRIPTS_DIR, _as_text, _tail
+from testsupport.testbed import SCRIPTS_DIR, _as_text, _tail, run_script, script_failure
 
 BUILD_SCRIPT = SCRIPTS_DIR / "controlplane-build.sh"
 CONTROLPLANE_SCRIPT = SCRIPTS_DIR / "controlplane.sh"
@@ -228,22 +228,12 @@ class ControlPlane:
     def _run(self, command: str, *args: str, timeout: float = SCRIPT_TIMEOUT_SECONDS) -> str:
         argv = [str(CONTROLPLANE_SCRIPT), command, str(self.dir), *args]
         env = {**os.environ, "PYKUBELET_CONTROLPLANE_SIGNING_DURATION": self.signing_duration}
-        try:
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                    check=False, env=env)
-        except subprocess.TimeoutExpired as err:
-            output = _as_text(err.stdout) + _as_text(err.stderr)
-            raise ControlPlaneError(self._failure(
-                argv, f"timed out after {err.timeout:.0f}s", output)) from err
-        if result.returncode != 0:
-            raise ControlPlaneError(self._failure(
-                argv, f"exit status {result.returncode}", result.stdout + result.stderr))
+        result = run_script(argv, env=env, timeout=timeout, failed=lambda what, output: (
+            ControlPlaneError(self._failure(argv, what, output))))
         return result.stdout
 
     def _failure(self, argv: list[str], what: str, output: str) -> str:
-        message = f"{' '.join(argv)} failed ({what})"
-        if output.strip():
-            message += "\n--- script output (tail) ---\n" + _output_tail(output)
+        message = script_failure(argv, what, output)
         # The script prints the log of the component it gave up on; add the
         # others' only when it printed none (a timeout, a killed script).
         if "last lines of" not in output:

@@ -58,16 +58,8 @@ class GoKubeletProcess(KubeletProcess):
         self.log_dir = base / "klog"
         self.created_fixed_dir = False
         config: dict[str, Any] = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "address": "127.0.0.1",
-            "readOnlyPort": self.read_only_port,
-            "port": self.port,
-            "healthzBindAddress": "127.0.0.1",
-            "healthzPort": self.healthz_port,
+            **self.serving_config(),
             "authentication": {"webhook": {"enabled": False}, "anonymous": {"enabled": True}},
-            "authorization": {"mode": "AlwaysAllow"},
-            "staticPodPath": str(self.manifests),
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "failSwapOn": False,

@@ -62,17 +62,7 @@ class KubeletProcess:
         self.cert_dir = base / "pki"
         self.manifests.mkdir(parents=True, exist_ok=True)
         config: dict[str, Any] = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "address": "127.0.0.1",
-            "readOnlyPort": self.read_only_port,
-            # The kubelet API on its own port; standalone, so no webhooks (no API server).
-            "port": self.port,
-            "authentication": {"webhook": {"enabled": False}},
-            "authorization": {"mode": "AlwaysAllow"},
-            "healthzBindAddress": "127.0.0.1",
-            "healthzPort": self.healthz_port,
-            "staticPodPath": str(self.manifests),
+            **self.serving_config(),
             "fileCheckFrequency": "20s",
             "podLogsDir": str(self.logs_dir),
             "containerRuntimeEndpoint": endpoint,
@@ -90,6 +80,23 @@ class KubeletProcess:
         self.config_path.write_text(yaml.safe_dump(config))
         self.extra_args = extra_args or []
         self.process: subprocess.Popen[bytes] | None = None
+
+    def serving_config(self) -> dict[str, Any]:
+        """Where a test kubelet listens and what it serves: loopback, its own ports, the
+        static pods of its manifests directory, and the kubelet API on its own port with
+        no webhooks (standalone: there is no API server to ask)."""
+        return {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": "127.0.0.1",
+            "readOnlyPort": self.read_only_port,
+            "port": self.port,
+            "authentication": {"webhook": {"enabled": False}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": self.healthz_port,
+            "staticPodPath": str(self.manifests),
+        }
 
     # -- process ------------------------------------------------------------
 

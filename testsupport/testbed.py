@@ -15,6 +15,7 @@ import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 PAUSE_IMAGE = "pykubelet.local/pause:3.9"
@@ -45,6 +46,34 @@ def _tail(path: Path, lines: int) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+def run_script(argv: list[str], *, env: dict[str, str], timeout: float,
+               failed: Callable[[str, str], Exception],
+               record: Callable[[subprocess.CompletedProcess[str]], None] | None = None,
+               ) -> subprocess.CompletedProcess[str]:
+    """Run one of the testbed's scripts. ``record`` sees every run that completed; a
+    timeout or a non-zero exit raises ``failed(what went wrong, the script's output)``."""
+    try:
+        result = subprocess.run(argv, env=env, capture_output=True, text=True,
+                                timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as err:
+        output = _as_text(err.stdout) + _as_text(err.stderr)
+        raise failed(f"timed out after {err.timeout:.0f}s", output) from err
+    if record is not None:
+        record(result)
+    if result.returncode != 0:
+        raise failed(f"exit status {result.returncode}", result.stdout + result.stderr)
+    return result
+
+
+def script_failure(argv: list[str], what: str, output: str) -> str:
+    """The first lines of a script failure's message: the command, why, its output's tail."""
+    message = f"{' '.join(argv)} failed ({what})"
+    if output.strip():
+        message += "\n--- script output (tail) ---\n" + "\n".join(
+            output.splitlines()[-LOG_TAIL_LINES:])
+    return message
 
 
 def _as_text(output: bytes | str | None) -> str:
@@ -141,24 +170,16 @@ class Testbed:
         path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
         env = dict(os.environ, PYKUBELET_IMAGES_DIR=str(self.images_dir), PATH=path)
         argv = [str(script), *args]
-        try:
-            result = subprocess.run(argv, env=env, capture_output=True, text=True,
-                                    timeout=SCRIPT_TIMEOUT_SECONDS, check=False)
-        except subprocess.TimeoutExpired as err:
-            output = _as_text(err.stdout) + _as_text(err.stderr)
-            raise TestbedError(self._failure(
-                argv, f"timed out after {err.timeout:.0f}s", output)) from err
-        with self.script_log.open("a") as log:
-            log.write(f"$ {' '.join(argv)}\n{result.stdout}{result.stderr}")
-        if result.returncode != 0:
-            raise TestbedError(self._failure(argv, f"exit status {result.returncode}",
-                                             result.stdout + result.stderr))
+
+        def record(result: subprocess.CompletedProcess[str]) -> None:
+            with self.script_log.open("a") as log:
+                log.write(f"$ {' '.join(argv)}\n{result.stdout}{result.stderr}")
+
+        run_script(argv, env=env, timeout=SCRIPT_TIMEOUT_SECONDS, record=record,
+                   failed=lambda what, output: TestbedError(self._failure(argv, what, output)))
 
     def _failure(self, argv: list[str], what: str, output: str) -> str:
-        message = f"{' '.join(argv)} failed ({what})"
-        if output.strip():
-            message += "\n--- script output (tail) ---\n" + "\n".join(
-                output.splitlines()[-LOG_TAIL_LINES:])
+        message = script_failure(argv, what, output)
         daemon_log = _tail(self.containerd_log, LOG_TAIL_LINES)
         # containerd.sh already prints the log tail when it gives up.
         if daemon_log and str(self.containerd_log) not in output:
