@@ -53,6 +53,7 @@ from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptio
 from pykubelet.kuberuntime.gc import ContainerGC
 from pykubelet.logs import ContainerLogManager, LogRotatePolicy
 from pykubelet.stats import ImageFsStatsProvider
+from testsupport.kubelet_process import write_kernel_tunables
 from testsupport.testbed import Testbed, TestbedError
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -76,7 +77,9 @@ class Bench:
         self.testbed = testbed
         self.root = f"pykubelet-bench-{secrets.token_hex(4)}"
         CgroupManager().create((self.root,))
-        self.cm = ContainerManager(NodeConfig(cgroup_root="/" + self.root, root_dir=str(work)))
+        # Kernel tunables from a directory of its own: the host's /proc/sys stays as it is.
+        self.cm = ContainerManager(NodeConfig(cgroup_root="/" + self.root, root_dir=str(work)),
+                                   sysctl_dir=str(write_kernel_tunables(work / "sysctl")))
         self.cm.start()
         self.runtime_service = RemoteRuntimeService(testbed.endpoint, 120)
         self.image_service = RemoteImageService(testbed.endpoint, 120)

@@ -10,7 +10,7 @@
 # tests' `python -m pykubelet` does too.
 # Then, when no arguments were given (the whole suite, as .ci/run runs it),
 # the CI subset of upstream's own e2e suite against pykubelet as a cluster
-# node (scripts/conformance.sh --ci: 25 tests, about 3 min).
+# node (scripts/conformance.sh --ci: 27 tests, about 3 min).
 # Extra arguments go to pytest (and skip the e2e subset).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -62,22 +62,15 @@ class ClusterKubelet(KubeletProcess):
         self.kubeconfig = kubeconfig
         self.cert_dir = base / "pki"
 
-    def start(self) -> None:
-        self.ensure_cgroup_root()
-        log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
+    healthz_timeout = 60.0
+
+    def command(self) -> list[str]:
         args = [sys.executable, "-m", "pykubelet", "--config", str(self.config_path),
                 "--root-dir", str(self.root), "--cert-dir", str(self.cert_dir),
                 "--hostname-override", self.node_name, "--v=4"]
         if self.kubeconfig is not None:
             args += ["--kubeconfig", str(self.kubeconfig)]
-        self.process = subprocess.Popen([*args, *self.extra_args], stdout=log,
-                                        stderr=subprocess.STDOUT)
-        log.close()
-        try:
-            self.wait_for(lambda: self.healthz() == "ok", 60, "kubelet healthz")
-        except BaseException:
-            self.stop()
-            raise
+        return [*args, *self.extra_args]
 
     def pod(self, name: str) -> dict[str, Any] | None:
         """A static pod on ``/pods`` (its name carries this node's name)."""

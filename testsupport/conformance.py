@@ -23,7 +23,7 @@ test control plane and the Go kubelet 1.20 builds it too, with ``ginkgo``
 
 ``--suite kubelet-conformance`` runs the kubelet's ``[Conformance]`` tests
 beyond ``[NodeConformance]``; ``--ci`` runs the fixed subset in
-``conformance_ci_subset.txt`` (25 fast tests; ``.ci/run`` runs it after the
+``conformance_ci_subset.txt`` (27 fast tests; ``.ci/run`` runs it after the
 unit and integration tests). Exit status: 0 when every
 selected test passed (with ``--compare``: when pykubelet passed every test the
 Go kubelet passed), 1 otherwise, 2 when the harness itself could not run.
@@ -180,8 +180,10 @@ class ConformancePyKubelet(ClusterKubelet):
         super().__init__(base, endpoint, plane, node_name,
                          kubeconfig=plane.node_kubeconfig(node_name), extra_args=extra_args)
         config: dict[str, Any] = yaml.safe_load(EXAMPLE_CONFIG.read_text())
-        # Its own health port and log directory; everything else as the example says.
-        config.update(healthzPort=self.healthz_port, podLogsDir=str(self.logs_dir))
+        # Its own health port and log directory, and the host's iptables left alone as the
+        # Go kubelet's are (serving_config); everything else as the example says.
+        config.update(healthzPort=self.healthz_port, podLogsDir=str(self.logs_dir),
+                      makeIPTablesUtilChains=False)
         self.config_path.write_text(yaml.safe_dump(config))
         self.cgroup_root = ""
 

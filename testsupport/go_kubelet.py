@@ -3,16 +3,17 @@
 Benchmarks (``bench/peer.py``) and the conformance harness
 (``testsupport/conformance.py``) run it on the same containerd testbed as
 pykubelet, with the same handle (ports, manifests, ``/pods``), so that one
-run compares the two. It is kept from touching the host: no iptables chains,
-its own root, cert, log and cgroupRoot; it runs in a mount namespace of its
-own where the six kernel settings it would otherwise rewrite
-(``protectKernelDefaults: false``) are files already holding the values it
-wants, so it finds nothing to change. Its root directory is the one mount it
-shares with the host (a shared bind mount made before it starts): the volumes
-it mounts there must be seen by containerd, or every container finds its
-secret, configMap and downward API directories empty. What it still leaves
-outside its base directory (cgroups, pod log entries, that bind mount)
-``remove_leftovers`` removes.
+run compares the two. It is kept from touching the host as pykubelet is
+(``KubeletProcess``): no iptables chains, its own root, cert, log and
+cgroupRoot, and the same mount namespace of its own, where the kernel settings
+it would otherwise rewrite (``protectKernelDefaults: false``; 1.20 wants the
+same six as pykubelet's ``KERNEL_TUNABLES``) are files already holding the
+values it wants, and whose one mount shared with the host
+is its root directory (the volumes it mounts there must be seen by
+containerd, or every container finds its secret, configMap and downward API
+directories empty). Its fixed ``/var/lib/kubelet`` is covered there too. What
+it still leaves outside its base directory (cgroups, pod log entries, that
+bind mount) ``remove_leftovers`` removes.
 """
 
 from __future__ import annotations
@@ -27,19 +28,9 @@ from typing import Any
 
 import yaml
 
-from testsupport.kubelet_process import KubeletProcess
+from testsupport.kubelet_process import KubeletProcess, is_mount_point
 
 HEALTHZ_TIMEOUT_SECONDS = 60.0
-# The kernel settings the Go kubelet 1.20 sets when protectKernelDefaults is
-# false (its container manager's setupKernelTunables), with the values it wants.
-GO_KERNEL_TUNABLES = {
-    "vm/overcommit_memory": "1",
-    "vm/panic_on_oom": "0",
-    "kernel/panic": "10",
-    "kernel/panic_on_oops": "1",
-    "kernel/keys/root_maxkeys": "1000000",
-    "kernel/keys/root_maxbytes": "25000000",
-}
 CGROUP_FS = Path("/sys/fs/cgroup")
 # The Go kubelet 1.20 cannot be told another pod log directory.
 GO_POD_LOGS = Path("/var/log/pods")
@@ -49,6 +40,8 @@ GO_FIXED_DIR = Path("/var/lib/kubelet")
 
 class GoKubeletProcess(KubeletProcess):
     """The upstream Go kubelet, with the same handle (ports, manifests, /pods) as pykubelet's."""
+
+    healthz_timeout = HEALTHZ_TIMEOUT_SECONDS
 
     def __init__(self, base: Path, endpoint: str, binary: Path, node_name: str,
                  extra_config: dict[str, Any], extra_args: list[str]) -> None:
@@ -64,70 +57,38 @@ class GoKubeletProcess(KubeletProcess):
             "cgroupRoot": self.cgroup_root,
             "failSwapOn": False,
             "protectKernelDefaults": False,
-            "makeIPTablesUtilChains": False,
             **extra_config,
         }
         self.config_path.write_text(yaml.safe_dump(config))
 
-    def _launch_script(self) -> str:
-        """Shell run in its own mount namespace: mask the tunables, then exec the kubelet."""
-        tunables = self.base / "kernel-tunables"
-        tunables.mkdir(exist_ok=True)
-        # Propagation unchanged: the root directory (a shared mount, see start) stays a
-        # peer of the host's, so the volumes it mounts there (tmpfs for secrets, the
-        # downward API, projected tokens) are seen by containerd, which lives outside.
-        # Everything else is made private first, so the masks below stay in here.
-        lines = ["set -e", "mount --make-private /", "mount --make-rprivate /proc"]
-        for key, value in GO_KERNEL_TUNABLES.items():
-            file = tunables / key.replace("/", "_")
-            file.write_text(value + "\n")
-            lines.append(f"mount --bind {shlex.quote(str(file))} /proc/sys/{key}")
-        # Its device-plugin socket directory (/var/lib/kubelet/device-plugins) is fixed in
-        # 1.20: cover the host's /var/lib/kubelet with a directory of ours when there is one
-        # (else the kubelet creates it, and remove_leftovers removes it).
-        if GO_FIXED_DIR.is_dir():
-            own = self.base / "var-lib-kubelet"
-            own.mkdir(exist_ok=True)
-            # Private too when /var/lib or /var is a mount of its own.
-            lines.append(f'mount --make-private "$(findmnt -n -o TARGET --target {GO_FIXED_DIR})"')
-            lines.append(f"mount --bind {shlex.quote(str(own))} {GO_FIXED_DIR}")
-        else:
-            self.created_fixed_dir = True
-        argv = [str(self.binary), "--config", str(self.config_path),
+    def command(self) -> list[str]:
+        return [str(self.binary), "--config", str(self.config_path),
                 "--root-dir", str(self.root), "--cert-dir", str(self.cert_dir),
                 "--hostname-override", self.node_name, "--node-ip", "127.0.0.1",
                 "--container-runtime", "remote",
                 "--container-runtime-endpoint", self.endpoint,
                 "--log-dir", str(self.log_dir), *self.extra_args]
-        lines.append("exec " + shlex.join(argv))
-        return "\n".join(lines)
+
+    def extra_mounts(self) -> list[str]:
+        """Its device-plugin socket directory (/var/lib/kubelet/device-plugins) is fixed in
+        1.20: cover the host's /var/lib/kubelet with a directory of ours when there is one
+        (else the kubelet creates it, and remove_leftovers removes it)."""
+        if not GO_FIXED_DIR.is_dir():
+            self.created_fixed_dir = True
+            return []
+        own = self.base / "var-lib-kubelet"
+        own.mkdir(exist_ok=True)
+        # Private too when /var/lib or /var is a mount of its own.
+        return [f'mount --make-private "$(findmnt -n -o TARGET --target {GO_FIXED_DIR})"',
+                f"mount --bind {shlex.quote(str(own))} {GO_FIXED_DIR}"]
 
     def start(self) -> None:
         # 1.20 refuses to start unless its cgroupRoot already exists in every hierarchy.
         for hierarchy in cgroup_hierarchies():
             (hierarchy / self.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
-        # unshare and sh both exec: the pid is the kubelet's own.
-        self.share_root_dir()
-        self.process = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "unchanged", "sh", "-c",
-             self._launch_script()], stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        try:
-            self.wait_for(lambda: self.healthz() == "ok", HEALTHZ_TIMEOUT_SECONDS,
-                          "Go kubelet healthz")
-        except BaseException:
-            self.stop()
-            raise
-
-    def share_root_dir(self) -> None:
-        """Make the root directory a shared mount of its own (once), the peer through
-        which the kubelet's volume mounts reach the host's mount namespace."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        if not is_mount_point(self.root):
-            subprocess.run(["mount", "--bind", str(self.root), str(self.root)], check=True)
-        subprocess.run(["mount", "--make-shared", str(self.root)], check=True)
+        self.launch()
+        self.wait_healthy()
 
     def remove_leftovers(self) -> None:
         """What it made outside its base directory: cgroups and pod log entries."""
@@ -141,14 +102,6 @@ class GoKubeletProcess(KubeletProcess):
             shutil.rmtree(GO_FIXED_DIR, ignore_errors=True)
         if is_mount_point(self.root):
             subprocess.run(["umount", "--lazy", "--recursive", str(self.root)], check=False)
-
-
-def is_mount_point(path: Path) -> bool:
-    """Whether ``path`` is a mount point here, bind mounts of a directory onto itself
-    included (``os.path.ismount`` misses those: same device, same parent)."""
-    target = str(path.resolve())
-    with open("/proc/self/mountinfo", encoding="utf-8") as info:
-        return any(len(fields := line.split()) > 4 and fields[4] == target for line in info)
 
 
 def remove_container_log_links(node_name: str) -> None:

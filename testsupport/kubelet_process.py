@@ -4,6 +4,20 @@ Tests and benchmarks drive pykubelet the way an operator does: write static pod 
 start the command with a KubeletConfiguration, read ``/pods`` on the
 read-only port and the runtime's own view through CRI. Nothing is faked:
 the process talks to the testbed's containerd.
+
+What a kubelet would change on the host is kept from it. A test kubelet (this
+one, the cluster tests' and the Go kubelet alike) runs in a mount namespace of
+its own (``unshare --mount``, propagation unchanged): ``/`` and ``/proc`` are
+made private there, and the kernel tunables it checks or sets at start-up
+(``protectKernelDefaults``, ``KERNEL_TUNABLES``) are files of its base
+directory bind-mounted over ``/proc/sys/<key>``, holding the wanted values
+unless a test asks for others. Its root directory is the one mount it shares
+with the host: a bind mount of the directory onto itself, made shared before
+the kubelet starts, so that the volumes it mounts below (tmpfs volumes,
+subPath bind mounts) are seen by containerd, which lives outside. A stop
+unmounts that bind mount when no volume is left below it; else
+``remove_everything`` (or the test process's exit) does, with the volumes.
+No test kubelet creates iptables chains either (``makeIPTablesUtilChains``).
 """
 
 from __future__ import annotations
@@ -14,18 +28,21 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from pykubelet.cm.cgroups import CgroupError, CgroupManager, parse_cgroupfs_name
+from pykubelet.cm.kernel_tunables import KERNEL_TUNABLES
 from pykubelet.cri.runtime import RemoteRuntimeService
 from testsupport.polling import wait_until
 
@@ -35,6 +52,9 @@ _CGROUP_ROOTS: set[str] = set()
 # The kubelets' root directories: the tmpfs volumes of pods that outlived their
 # kubelet (a stopped kubelet leaves its pods, as upstream) are unmounted with them.
 _ROOT_DIRS: set[Path] = set()
+# Every test kubelet made by this process: a root bind mount is kept while its kubelet runs.
+_KUBELETS: weakref.WeakSet[KubeletProcess] = weakref.WeakSet()
+HEALTHZ_TIMEOUT_SECONDS = 30.0
 
 
 def free_port() -> int:
@@ -43,13 +63,73 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def write_kernel_tunables(directory: Path, values: Mapping[str, int] | None = None) -> Path:
+    """``directory`` laid out as ``/proc/sys`` for the kernel tunables: a file per key, with
+    ``values`` where given and the kubelet's wanted value otherwise. A file already there is
+    kept (it holds what a kubelet left in it, as the kernel would). Returns ``directory``:
+    the ``sysctl_dir`` of an in-process ``ContainerManager``, or the masks of a test kubelet."""
+    for key, wanted in KERNEL_TUNABLES.items():
+        file = directory / key
+        if not file.exists():
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(f"{(values or {}).get(key, wanted)}\n")
+    return directory
+
+
+def read_kernel_tunables(directory: Path) -> dict[str, str]:
+    """What the files of ``write_kernel_tunables`` (or ``/proc/sys``) hold now, by key."""
+    return {key: (directory / key).read_text().strip() for key in KERNEL_TUNABLES}
+
+
+def masked_command(argv: Sequence[str], *, tunables: Path,
+                   extra_mounts: Sequence[str] = ()) -> list[str]:
+    """``argv`` run in a mount namespace of its own whose ``/proc/sys`` kernel tunables are
+    the files under ``tunables`` (see the module docstring), after ``extra_mounts`` (shell
+    lines). ``unshare`` and ``sh`` both exec: the process's pid is ``argv``'s own."""
+    # Propagation unchanged: a shared mount (the kubelet's root directory) stays a peer of
+    # the host's. Everything else is made private first, so the masks stay in here.
+    lines = ["set -e", "mount --make-private /", "mount --make-rprivate /proc"]
+    for key in KERNEL_TUNABLES:
+        lines.append(f"mount --bind {shlex.quote(str(tunables / key))} /proc/sys/{key}")
+    lines += extra_mounts
+    lines.append("exec " + shlex.join(argv))
+    return ["unshare", "--mount", "--propagation", "unchanged", "sh", "-c", "\n".join(lines)]
+
+
+def is_mount_point(path: Path) -> bool:
+    """Whether ``path`` is a mount point here, bind mounts of a directory onto itself
+    included (``os.path.ismount`` misses those: same device, same parent)."""
+    target = str(path.resolve())
+    with open("/proc/self/mountinfo", encoding="utf-8") as info:
+        return any(len(fields := line.split()) > 4 and fields[4] == target for line in info)
+
+
+def mount_points_under(roots: Sequence[Path], *, including_roots: bool) -> list[str]:
+    """Mount points below ``roots`` (and the roots themselves if asked), deepest first."""
+    resolved = [str(root.resolve()) for root in roots]
+    prefixes = tuple(f"{root}/" for root in resolved)
+    with open("/proc/self/mountinfo", encoding="utf-8") as info:
+        points = [fields[4] for line in info if len(fields := line.split()) > 4
+                  and (fields[4].startswith(prefixes)
+                       or (including_roots and fields[4] in resolved))]
+    return sorted(points, key=len, reverse=True)
+
+
 class KubeletProcess:
     """One pykubelet with its own root, log dir, manifests dir and ports."""
 
+    healthz_timeout = HEALTHZ_TIMEOUT_SECONDS
+
     def __init__(self, base: Path, endpoint: str, extra_config: dict[str, Any] | None = None,
                  extra_args: list[str] | None = None, ports: tuple[int, int] | None = None,
-                 node_name: str = NODE_NAME) -> None:
+                 node_name: str = NODE_NAME, *,
+                 kernel_tunables: Mapping[str, int] | None = None) -> None:
+        """``kernel_tunables``: the masked kernel tunables' values at the first start, by
+        key (tests only; the kubelet's wanted values otherwise)."""
+        _KUBELETS.add(self)
         self.base = base
+        self.kernel_tunables_dir = base / "kernel-tunables"
+        self.starting_kernel_tunables = dict(kernel_tunables or {})
         self.node_name = node_name
         self.endpoint = endpoint
         self.manifests = base / "manifests"
@@ -96,6 +176,8 @@ class KubeletProcess:
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": self.healthz_port,
             "staticPodPath": str(self.manifests),
+            # The host's iptables are not a test's to change.
+            "makeIPTablesUtilChains": False,
         }
 
     # -- process ------------------------------------------------------------
@@ -108,21 +190,48 @@ class KubeletProcess:
             CgroupManager().create(parse_cgroupfs_name(self.cgroup_root))
             _CGROUP_ROOTS.add(self.cgroup_root)
 
+    def command(self) -> list[str]:
+        """The kubelet's command line."""
+        return [sys.executable, "-m", "pykubelet", "--config", str(self.config_path),
+                "--root-dir", str(self.root), "--cert-dir", str(self.cert_dir),
+                "--hostname-override", self.node_name,
+                "--node-ip", "127.0.0.1", "--v=4", *self.extra_args]
+
+    def extra_mounts(self) -> list[str]:
+        """Shell lines run in the kubelet's mount namespace before it starts, after the
+        kernel tunables are masked (what else a kubelet must not change on the host)."""
+        return []
+
     def start(self) -> None:
         self.ensure_cgroup_root()
+        self.launch()
+        self.wait_healthy()
+
+    def launch(self) -> None:
+        """Start the process in its own mount namespace (the module docstring says why),
+        not waiting for it to serve."""
+        self.share_root_dir()
+        write_kernel_tunables(self.kernel_tunables_dir, self.starting_kernel_tunables)
+        command = masked_command(self.command(), tunables=self.kernel_tunables_dir,
+                                 extra_mounts=self.extra_mounts())
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "pykubelet", "--config", str(self.config_path),
-             "--root-dir", str(self.root), "--cert-dir", str(self.cert_dir),
-             "--hostname-override", self.node_name,
-             "--node-ip", "127.0.0.1", "--v=4", *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         log.close()
+
+    def wait_healthy(self) -> None:
         try:
-            self.wait_for(lambda: self.healthz() == "ok", 30, "kubelet healthz")
+            self.wait_for(lambda: self.healthz() == "ok", self.healthz_timeout,
+                          "kubelet healthz")
         except BaseException:
             self.stop()  # a kubelet that never became healthy must not outlive the test
             raise
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def masked_kernel_tunables(self) -> dict[str, str]:
+        """What the kubelet sees in its ``/proc/sys`` for each kernel tunable, by key."""
+        return read_kernel_tunables(self.kernel_tunables_dir)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
         if self.process is None:
@@ -135,8 +244,29 @@ class KubeletProcess:
             self.process.kill()
             code = self.process.wait(5)
         _remove_cgroup_root_if_empty(self.cgroup_root)
+        self.release_root_dir()
         return code
 
+    def share_root_dir(self) -> None:
+        """Make the root directory a shared mount of its own (once), the peer through
+        which the kubelet's volume mounts reach the host's mount namespace."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not is_mount_point(self.root):
+            subprocess.run(["mount", "--bind", str(self.root), str(self.root)], check=True)
+            # Out of the peer group of the mount it was made from (a shared / on systemd
+            # hosts): the kubelet's mounts below propagate to the host's copy alone.
+            subprocess.run(["mount", "--make-private", str(self.root)], check=True)
+        subprocess.run(["mount", "--make-shared", str(self.root)], check=True)
+
+    def release_root_dir(self) -> None:
+        """Unmount the root directory's bind mount unless a volume is still mounted below
+        it (the pods outlive their kubelet; the next kubelet on this root adopts them) or
+        another kubelet runs on the same root."""
+        if any(k is not self and k.root == self.root and k.running() for k in list(_KUBELETS)):
+            return
+        if not mount_points_under([self.root], including_roots=False):
+            for point in mount_points_under([self.root], including_roots=True):
+                subprocess.run(["umount", point], check=False, capture_output=True)
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
@@ -284,24 +414,28 @@ def _remove_cgroup_root_if_empty(root: str) -> None:
 
 
 def unmount_pod_volumes() -> None:
-    """Unmount the tmpfs volumes left under this process's kubelet roots (deepest first)."""
-    prefixes = tuple(f"{root.resolve()}/" for root in _ROOT_DIRS)
-    if not prefixes:
+    """Unmount the volumes left under this process's kubelet roots (deepest first), then
+    the roots' shared bind mounts, but for those of kubelets still running."""
+    if not _ROOT_DIRS:
         return
-    with open("/proc/self/mountinfo", encoding="utf-8") as info:
-        points = [fields[4] for line in info if len(fields := line.split()) > 4
-                  and fields[4].startswith(prefixes)]
-    for point in sorted(points, key=len, reverse=True):
+    for point in mount_points_under(sorted(_ROOT_DIRS), including_roots=False):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+    running = [k.root for k in list(_KUBELETS) if k.running()]
+    idle = [root for root in sorted(_ROOT_DIRS) if root not in running]
+    for point in mount_points_under(idle, including_roots=True):
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
 
 
 @atexit.register
-def _remove_cgroup_roots() -> None:
-    """Whatever a test left (pods that outlived their kubelet) goes with the test process."""
+def _remove_leftovers() -> None:
+    """Whatever a test left (pods that outlived their kubelet) goes with the test process:
+    cgroups, volumes, root bind mounts."""
     for root in sorted(_CGROUP_ROOTS):
         with contextlib.suppress(CgroupError, OSError):
             CgroupManager().destroy(parse_cgroupfs_name(root))
     _CGROUP_ROOTS.clear()
+    with contextlib.suppress(OSError):
+        unmount_pod_volumes()
 
 
 def remove_everything(endpoint: str) -> None:

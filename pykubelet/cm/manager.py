@@ -6,6 +6,8 @@ Upstream ``pkg/kubelet/cm`` (``containerManagerImpl``, ``qosContainerManager``,
 - start-up checks: the cgroup version against ``failCgroupV1``, the
   ``cgroupRoot`` exists, the reservations fit the capacity, and the runtime
   places containers with the same cgroup driver as the kubelet;
+- the kernel tunables, checked or set by ``protectKernelDefaults``
+  (``kernel_tunables``), before any cgroup is made;
 - the tree (``cgroupsPerQOS``): ``<cgroupRoot>/kubepods`` limited to node
   allocatable when ``enforceNodeAllocatable`` has ``pods``; under it the
   ``burstable`` and ``besteffort`` QoS cgroups; Guaranteed pods directly in
@@ -60,6 +62,7 @@ from pykubelet.cm.helpers import (
     read_pid_max,
     resource_config_for_pod,
 )
+from pykubelet.cm.kernel_tunables import SYSCTL_DIR, KernelTunablesError, setup_kernel_tunables
 from pykubelet.config.units import EvictionThreshold
 from pykubelet.util import klog
 
@@ -103,6 +106,9 @@ class NodeConfig:
     cpu_cfs_quota_period_us: int = DEFAULT_CFS_PERIOD_US
     fail_cgroup_v1: bool = True
     root_dir: str = "/var/lib/kubelet"
+    protect_kernel_defaults: bool = False
+    # The KubeletInUserNamespace feature gate: kernel flags that cannot be set there are let be.
+    kubelet_in_user_namespace: bool = False
 
 
 def check_cgroup_version(fail_cgroup_v1: bool, version: int) -> None:
@@ -166,8 +172,11 @@ class ContainerManager:
 
     def __init__(self, config: NodeConfig, cgroups: CgroupManager | None = None,
                  capacity: Capacity | None = None,
-                 active_pods: Callable[[], Iterable[V1Pod]] = lambda: ()) -> None:
+                 active_pods: Callable[[], Iterable[V1Pod]] = lambda: (), *,
+                 sysctl_dir: str = SYSCTL_DIR,  # tests only: a directory standing for /proc/sys
+                 ) -> None:
         self.config = config
+        self.sysctl_dir = sysctl_dir
         self.cgroups = cgroups or CgroupManager(config.cgroup_driver)
         self.capacity = capacity or Capacity.probe(config.root_dir)
         self.active_pods = active_pods
@@ -274,15 +283,25 @@ class ContainerManager:
             else:
                 klog.info("cgroupDriver systemd: no systemd on this host, using systemd's "
                           "slice naming over cgroupfs")
+        if self.config.cgroups_per_qos:
+            parent = self.root[:-1]
+            if not self.cgroups.exists(parent):
+                missing = ", ".join(self.cgroups.missing_paths(parent))
+                raise ContainerManagerError(
+                    f"invalid configuration: cgroupRoot {self.config.cgroup_root!r} does not "
+                    f"exist ({missing})")
+        # Upstream's setupNode: the kernel tunables before any cgroup is made. Checked after
+        # the cgroupRoot (which upstream checks even earlier, when the manager is built).
+        try:
+            setup_kernel_tunables(
+                protect_kernel_defaults=self.config.protect_kernel_defaults,
+                kubelet_in_user_namespace=self.config.kubelet_in_user_namespace,
+                sysctl_dir=self.sysctl_dir)
+        except KernelTunablesError as err:
+            raise ContainerManagerError(str(err)) from err
         if not self.config.cgroups_per_qos:
             self.started = True
             return
-        parent = self.root[:-1]
-        if not self.cgroups.exists(parent):
-            missing = ", ".join(self.cgroups.missing_paths(parent))
-            raise ContainerManagerError(
-                f"invalid configuration: cgroupRoot {self.config.cgroup_root!r} does not exist "
-                f"({missing})")
         try:
             # kubepods first gets the whole machine, then node allocatable when enforced.
             self.cgroups.create(self.root, self._top_level_config(self.capacity.values))

@@ -133,11 +133,10 @@ _NODE_FLAGS: Final[tuple[_NodeFlag, ...]] = (
     _NodeFlag("exit-on-lock-contention", "exit_on_lock_contention", "bool",
               "Exit when another process contends for --lock-file."),
     _NodeFlag("image-credential-provider-config", "image_credential_provider_config", "str",
-              "Path to the credential provider plugin configuration file.",
-              acted_on=False),
+              "Path to the credential provider plugin config file (a CredentialProviderConfig) "
+              "or a directory of such files."),
     _NodeFlag("image-credential-provider-bin-dir", "image_credential_provider_bin_dir", "str",
-              "Directory holding the credential provider plugin binaries.",
-              acted_on=False),
+              "Directory holding the credential provider plugin binaries."),
     _NodeFlag("pod-infra-container-image", "pod_infra_container_image", "str",
               "Sandbox image; the container runtime's own setting is used instead.",
               deprecated="will be removed in a future release; the image garbage collector "

@@ -346,7 +346,7 @@ def kubelet_api_server(kubelet: Kubelet, server: KubeletServer,
         split_log_streams=gates.enabled("PodLogsQuerySplitStreams"),
         configz=configz,
         metrics=metric_paths(
-            kubelet=[KUBELET_REGISTRY],
+            kubelet=[KUBELET_REGISTRY, kubelet.volume_manager.stats.families],
             cadvisor=[cadvisor_metrics(stats, kubelet.container_images, stats.machine_info)],
             resource=[resource_metrics(stats)],
             probes=[PROBER_REGISTRY]))

@@ -37,6 +37,7 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "syncFrequency",
     "runtimeRequestTimeout",
     "serializeImagePulls",
+    "maxParallelImagePulls",
     "registryPullQPS",
     "registryBurst",
     "podLogsDir",
@@ -90,6 +91,9 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "seccompDefault",
     "cpuCFSQuotaPeriod",
     "failCgroupV1",
+    # Node hardening: the kernel tunables the kubelet needs, the iptables utility chains.
+    "protectKernelDefaults",
+    "makeIPTablesUtilChains",
     "evictionHard",
     "evictionSoft",
     "evictionSoftGracePeriod",
@@ -109,7 +113,12 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "podsPerCore",
     "allowedUnsafeSysctls",
     "configMapAndSecretChangeDetectionStrategy",
+    "volumeStatsAggPeriod",
     "featureGates",
+    # The CPU manager (pykubelet/cm/cpumanager): policies none and static.
+    "cpuManagerPolicy",
+    "reservedSystemCPUs",
+    "cpuManagerReconcilePeriod",
 })
 
 # Acted on although no code outside ``pykubelet.config`` reads them: defaulting applies

@@ -249,8 +249,10 @@ class Runtime(Protocol):
 
     async def get_pod_status(self, uid: str, name: str, namespace: str) -> PodStatus: ...
 
-    async def sync_pod(self, pod: V1Pod, status: PodStatus) -> PodSyncResult:
-        """Drive the runtime towards ``pod``'s spec: sandbox, init/app containers, restarts."""
+    async def sync_pod(self, pod: V1Pod, status: PodStatus,
+                       pull_secrets: Sequence[object] = ()) -> PodSyncResult:
+        """Drive the runtime towards ``pod``'s spec: sandbox, init/app containers, restarts;
+        ``pull_secrets`` are the pod's image pull secrets as read from the API."""
         ...
 
     async def kill_pod(self, pod: V1Pod | None, running: Pod,

@@ -36,6 +36,7 @@ from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
 from pykubelet.api.kubetypes import API_SOURCE, FILE_SOURCE, HTTP_SOURCE, PodUpdate, SyncPodType
 from pykubelet.client.informer import ObjectInformer
 from pykubelet.cm import ContainerManager
+from pykubelet.cm.cpumanager import CPUManager, new_cpu_manager
 from pykubelet.cm.helpers import MILLI_CPU_PER_CPU
 from pykubelet.config.server import KubeletServer
 from pykubelet.config.units import seconds
@@ -47,6 +48,7 @@ from pykubelet.events import WARNING
 from pykubelet.kubelet.active_deadline import ActiveDeadlineHandler
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import RootDirs, plugins_dir, pod_dir, pods_dir
+from pykubelet.kubelet.network_linux import IPTablesUtilChains
 from pykubelet.kubelet.node_info import LocalNode, NodeView, host_ips_any_way
 from pykubelet.kubelet.node_status import (
     ClusterParts,
@@ -177,6 +179,7 @@ class LateModules:
     pressure: LateBound[PressureReporter] = field(
         default_factory=lambda: LateBound("the eviction manager"))
     pleg: LateBound[GenericPLEG] = field(default_factory=lambda: LateBound("the PLEG"))
+    pod_cache: LateBound[PodCache] = field(default_factory=lambda: LateBound("the pod cache"))
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,8 @@ class MachineParts:
     machine: MachineInfo
     resources: MachineResources
     node_view: NodeView
+    # Exclusive CPUs (cpuManagerPolicy): admission, each container's cpuset, its loop.
+    cpu_manager: CPUManager
 
 
 @dataclass(frozen=True)
@@ -229,7 +234,8 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     config, flags = server.config, server.flags
     metrics.set_node_name(node_name)
     late = LateModules()
-    machine = await build_machine_parts(server, node_name, node_informer, late)
+    machine = await build_machine_parts(server, deps, pod_config, node_name, node_informer,
+                                        late)
     # The node's readiness reads the PLEG's health (built with the pods, below).
     runtime_state = RuntimeState(health_checks=[("PLEG", lambda: late.pleg.get().healthy())])
     cluster = None if deps.standalone else await build_cluster_parts(
@@ -260,18 +266,26 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         pleg=pods.pleg, pod_manager=pods.pod_manager, status_manager=pods.status_manager,
         runtime_state=runtime_state, probe_manager=pods.probe_manager,
         pod_workers=pods.pod_workers, sources_ready=pod_config.sources_ready,
+        # The CPU manager allocates before the predicates, as upstream's resource
+        # allocation handler does.
         admit_handlers=[SysctlAllowlist.for_node(config.allowed_unsafe_sysctls or []),
+                        machine.cpu_manager,
                         PredicateAdmitHandler(machine.node_view.get_node_any_way)],
         pod_sync_loop_handlers=[pods.active_deadline],
         sync_loop_monitor=SyncLoopMonitor(
             threshold=max(2 * seconds(config.sync_frequency), 300.0)),
         stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
-                                     flags.root_dir, config.pod_logs_dir),
-        resources=resources, volume_manager=runtime.volume_manager, cluster=cluster)
+                                     flags.root_dir, config.pod_logs_dir,
+                                     volume_stats=runtime.volume_manager.stats.volumes),
+        resources=resources, cpu_manager=machine.cpu_manager,
+        volume_manager=runtime.volume_manager,
+        # makeIPTablesUtilChains: the hint, canary and localnet firewall chains.
+        iptables_util_chains=IPTablesUtilChains() if config.make_iptables_util_chains else None,
+        cluster=cluster)
 
 
-async def build_machine_parts(server: KubeletServer, node_name: str,
-                              node_informer: ObjectInformer[V1Node] | None,
+async def build_machine_parts(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
+                              node_name: str, node_informer: ObjectInformer[V1Node] | None,
                               late: LateModules) -> MachineParts:
     """The container manager first (every sandbox is placed in its pod cgroup), then what
     the node has and pods may use: the machine, less the container manager's reservation.
@@ -287,7 +301,17 @@ async def build_machine_parts(server: KubeletServer, node_name: str,
         taints=config.register_with_taints,
         allocatable=lambda: allocatable_status(node_resources, pods_limit)),
         node_informer)
-    return MachineParts(container_manager, machine, node_resources, node_view)
+    # Its state is read at start (initialize_modules), once the root directory exists.
+    cpu_manager = new_cpu_manager(
+        policy_name=config.cpu_manager_policy, root_dir=flags.root_dir,
+        reserved_system_cpus=config.reserved_system_cpus,
+        kube_reserved=dict(config.kube_reserved or {}),
+        system_reserved=dict(config.system_reserved or {}),
+        reconcile_period=seconds(config.cpu_manager_reconcile_period),
+        runtime_service=deps.runtime_service, active_pods=lambda: late.active_pods.get()(),
+        pod_status=lambda uid: late.pod_cache.get().get(uid)[0],
+        sources_ready=pod_config.sources_ready)
+    return MachineParts(container_manager, machine, node_resources, node_view, cpu_manager)
 
 
 async def build_runtime_parts(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
@@ -311,6 +335,9 @@ async def build_runtime_parts(server: KubeletServer, deps: Dependencies, pod_con
         # the pod status reports them.
         host_ips=lambda: host_ips_any_way(node_view.get_node(), host_ip),
         serialize_image_pulls=config.serialize_image_pulls,
+        max_parallel_image_pulls=config.max_parallel_image_pulls,
+        image_credential_provider_config=flags.image_credential_provider_config,
+        image_credential_provider_bin_dir=flags.image_credential_provider_bin_dir,
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
         cpu_cfs_quota=config.cpu_cfs_quota,
@@ -327,13 +354,15 @@ async def build_runtime_parts(server: KubeletServer, deps: Dependencies, pod_con
     allocatable_memory = int(allocatable[MEMORY]) if MEMORY in allocatable else None
     volume_host = build_volume_host(
         cluster, allocatable=(allocatable_cpu_millis,
-                              allocatable_memory or node_wide.memory_capacity))
+                              allocatable_memory or node_wide.memory_capacity),
+        node_view=node_view)
     volume_manager = VolumeManager(
         RootDirs(flags.root_dir), deps.recorder, volume_host,
         pod_runtime_removed=lambda uid: late.pod_workers.get().should_pod_runtime_be_removed(
             uid),
         sources_ready=pod_config.sources_ready,
-        torn_down=[cluster.tokens.delete_pod_tokens] if cluster is not None else [])
+        torn_down=[cluster.tokens.delete_pod_tokens] if cluster is not None else [],
+        stats_period=seconds(config.volume_stats_agg_period))
 
     async def pod_ip_for_hooks(pod: V1Pod) -> str:
         # Hooks run inside a sync, when the runtime already knows the sandbox IP
@@ -351,7 +380,8 @@ async def build_runtime_parts(server: KubeletServer, deps: Dependencies, pod_con
         volume_mounter=volume_manager,
         env_source=volume_host.env_source(),
         service_env_for=service_env_for(cluster.services if cluster is not None else None),
-        recorder=deps.recorder)
+        recorder=deps.recorder,
+        cpuset_for=machine.cpu_manager.cpuset_for)
     runtime = KubeGenericRuntimeManager(
         deps.runtime_service, deps.image_service, runtime_options,
         liveness=liveness, startup=startup, handler_runner=handler_runner,
@@ -376,6 +406,7 @@ def build_pod_parts(server: KubeletServer, deps: Dependencies, runtime: RuntimeP
     pod_manager = PodManager([cluster.config_maps, cluster.secrets] if cluster is not None
                              else [])
     cache = PodCache()
+    late.pod_cache.set(cache)
     pleg = GenericPLEG(runtime.manager, cache)
     late.pleg.set(pleg)
     # The status manager asks the pod workers (built below) whether a pod's
@@ -405,6 +436,7 @@ def build_pod_parts(server: KubeletServer, deps: Dependencies, runtime: RuntimeP
             late.pod_workers.get().is_pod_termination_requested(uid)),
         container_manager=pod_cgroups, recorder=deps.recorder,
         pod_sync_handlers=[active_deadline],
+        secrets=cluster.secrets if cluster is not None else None,
         # The pod workers are built around the syncer.
         abnormal_termination=lambda uid: late.pod_workers.get().abnormal_termination(uid))
     pod_workers = PodWorkers(syncer, cache, resync_interval=seconds(config.sync_frequency),
@@ -431,18 +463,20 @@ def evict_with(pod_workers: PodWorkers
 
 
 def build_volume_host(cluster: ClusterParts | None, *,
-                      allocatable: tuple[int, int]) -> VolumeHost:
+                      allocatable: tuple[int, int], node_view: NodeView) -> VolumeHost:
     """What volumes read: the cluster's ConfigMap, Secret and token managers (standalone:
     none, and the reads refuse); ``allocatable`` is the node's (cpu millicores, memory
-    bytes) for unset limits."""
+    bytes) for unset limits; ``node_view`` the Node a PV's node affinity is checked
+    against."""
 
     def node_allocatable() -> tuple[int, int]:
         return allocatable
 
     if cluster is None:
-        return VolumeHost(node_allocatable)
+        return VolumeHost(node_allocatable, node_view=node_view)
     return VolumeHost(node_allocatable, config_maps=cluster.config_maps,
-                      secrets=cluster.secrets, tokens=cluster.tokens)
+                      secrets=cluster.secrets, tokens=cluster.tokens,
+                      persistent_volumes=cluster.persistent_volumes, node_view=node_view)
 
 
 def filter_out_inactive_pods(pods: list[V1Pod], pod_workers: PodWorkers,
@@ -478,7 +512,9 @@ class Kubelet:
                  sync_loop_monitor: SyncLoopMonitor, stats_provider: StatsProvider,
                  admit_handlers: Sequence[PodAdmitHandler],
                  pod_sync_loop_handlers: Sequence[PodSyncLoopHandler],
-                 resources: ResourceManagers, volume_manager: VolumeManager,
+                 resources: ResourceManagers, cpu_manager: CPUManager,
+                 volume_manager: VolumeManager,
+                 iptables_util_chains: IPTablesUtilChains | None,
                  cluster: ClusterParts | None) -> None:
         self.options = options
         self.deps = deps
@@ -501,8 +537,13 @@ class Kubelet:
         self.pod_sync_loop_handlers = list(pod_sync_loop_handlers)
         # Resource management: cgroups, eviction, garbage collection, log rotation.
         self.resources = resources
+        # Exclusive CPUs and the shared pool (an admit handler too).
+        self.cpu_manager = cpu_manager
         # Pod volumes (set up by the pod syncs, torn down by its reconciler).
         self.volume_manager = volume_manager
+        # The iptables chains other node components read (network_linux.py); None when
+        # makeIPTablesUtilChains is false.
+        self.iptables_util_chains = iptables_util_chains
         # The mode: the Node, its status and lease, mirror pods, pod statuses, Services,
         # ConfigMaps, Secrets and tokens from the API server; None is standalone.
         self.cluster = cluster
@@ -520,12 +561,17 @@ class Kubelet:
 
     def tasks(self) -> list[tuple[str, Callable[[], Coroutine[Any, Any, Any]]]]:
         """The long-running loops, named, in upstream's order: runtime health first (pods
-        wait on it), then in cluster mode the node status and lease, pod statuses and
-        what pods read from the API server, then garbage collection, eviction and the
-        log manager, the volume manager, and PLEG. The probe manager's workers start
-        per pod; the sync loop itself runs last, in ``run``."""
+        wait on it) and the iptables utility chains right after it (with
+        makeIPTablesUtilChains), then in cluster mode the node status and lease, pod
+        statuses and what pods read from the API server, then garbage collection,
+        eviction and the log manager, the CPU manager's reconcile loop (not under policy
+        ``none``), the volume manager, and PLEG. The probe manager's
+        workers start per pod; the sync loop itself runs last, in ``run``. Every one is
+        restarted after a crash (``util/supervisor.py``)."""
         tasks: list[tuple[str, Callable[[], Coroutine[Any, Any, Any]]]] = [
             ("runtime-up", self.update_runtime_up_forever)]
+        if self.iptables_util_chains is not None:
+            tasks.append(("iptables-util-chains", self.iptables_util_chains.run))
         certificates = self.deps.client_certificate_manager
         if certificates is not None:
             tasks.append(("client-certificate-rotation", certificates.run))
@@ -533,6 +579,8 @@ class Kubelet:
             tasks += self.cluster.tasks(self.update_runtime_up, self.status_manager)
         # Upstream's StartGarbageCollection, the eviction manager and the log manager.
         tasks += self.resources.tasks(self.sources_ready, self.cached_pod_status)
+        if self.cpu_manager.reconciles:
+            tasks.append(("cpu-manager-reconcile", self.cpu_manager.run))
         tasks.append(("volume-manager", self.volume_manager.run))
         tasks.append(("pleg", self.pleg.run))
         return tasks
@@ -552,6 +600,8 @@ class Kubelet:
         # capacity or a missing cgroupRoot stop the kubelet here.
         await start_container_manager(self.resources.container_manager,
                                       self.deps.runtime_service)
+        # The CPU manager's checkpoint must match this machine and policy, else stop.
+        await asyncio.to_thread(self.cpu_manager.start)
 
     def sync_loop_inputs(self, updates: asyncio.Queue[PodUpdate]) -> LoopInputs:
         """The channels of upstream's ``syncLoopIteration`` select, and its callbacks."""

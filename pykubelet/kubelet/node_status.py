@@ -25,6 +25,7 @@ from pykubelet.envvars import ServiceStore
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.mirror_client import ApiMirrorClient, MirrorClient
 from pykubelet.kubelet.node_info import NodeView
+from pykubelet.kubelet.volume_host import PersistentVolumeReader
 from pykubelet.nodelease import ApiLeases, NodeLeaseController
 from pykubelet.nodestatus import (
     MachineResources,
@@ -59,8 +60,8 @@ class ClusterParts:
 
     The Node (its watched copy, its status and its lease), the mirror pods of
     static pods, pod statuses written to the API server, the Services behind
-    service-link variables, and the ConfigMaps, Secrets and service-account
-    tokens that volumes and environments read.
+    service-link variables, and the ConfigMaps, Secrets, service-account
+    tokens and PersistentVolume(Claim)s that volumes and environments read.
     """
 
     node_informer: ObjectInformer[V1Node]
@@ -73,6 +74,7 @@ class ClusterParts:
     config_maps: Manager
     secrets: Manager
     tokens: TokenManager
+    persistent_volumes: PersistentVolumeReader
 
     def tasks(self, update_runtime_up: Callable[[], Awaitable[None]],
               status_manager: StatusManager
@@ -203,7 +205,8 @@ async def build_cluster_parts(server: KubeletServer, deps: Dependencies, node_na
             api.list_service_for_all_namespaces), services),
         config_maps=new_configmap_manager(api, strategy, get_ttl),
         secrets=new_secret_manager(api, strategy, get_ttl),
-        tokens=TokenManager.for_api(api))
+        tokens=TokenManager.for_api(api),
+        persistent_volumes=PersistentVolumeReader.for_api(api))
 
 
 __all__ = ["ClusterParts", "LatePressure", "build_cluster_parts", "new_node_informer",

@@ -24,6 +24,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from kubernetes_asyncio.client import V1Node, V1Pod, V1PodStatus
 
@@ -46,6 +47,7 @@ from pykubelet.kubelet.pod_manager import PodManager, is_mirror_pod_of
 from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.lifecycle.interfaces import PodSyncHandler
 from pykubelet.metrics.podstartup import POD_STARTUP_TRACKER
+from pykubelet.objectcache import Manager
 from pykubelet.podworkers import KillPodOptions
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.results import ResultsManager
@@ -54,6 +56,7 @@ from pykubelet.util import klog
 from pykubelet.volumemanager import VolumeManager
 
 FAILED_TO_CREATE_POD_CONTAINER = "FailedToCreatePodContainer"
+FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET = "FailedToRetrieveImagePullSecret"
 
 
 @dataclass
@@ -82,6 +85,7 @@ class KubeletPodSyncer:
                  recorder: EventRecorder | None = None,
                  prefetch_env: Callable[[V1Pod], Awaitable[None]] | None = None,
                  pod_sync_handlers: Sequence[PodSyncHandler] = (),
+                 secrets: Manager | None = None,
                  ) -> None:
         """``is_pod_termination_requested`` and ``abnormal_termination`` are the pod
         workers' answers (the workers are built around this syncer, so production passes
@@ -92,7 +96,8 @@ class KubeletPodSyncer:
         ``prefetch_env`` reads the ConfigMaps and Secrets the pod's env names
         before its containers are created; ``pod_sync_handlers`` (upstream
         ``PodSyncHandlers``: the active deadline) may have a pod failed by every status
-        computed for it."""
+        computed for it; ``secrets`` reads the pod's image pull secrets (None:
+        standalone, no API server, so pulls go without credentials)."""
         self.options = options
         self.runtime = runtime
         self.status_manager = status_manager
@@ -109,6 +114,7 @@ class KubeletPodSyncer:
         self.abnormal_termination = abnormal_termination
         self.prefetch_env = prefetch_env
         self.pod_sync_handlers = list(pod_sync_handlers)
+        self.secrets = secrets
 
     async def make_pod_data_dirs(self, pod: V1Pod) -> None:
         """The pod's directory and its subdirectories, made in a worker thread when any is
@@ -174,12 +180,38 @@ class KubeletPodSyncer:
         if self.prefetch_env is not None:
             await self.prefetch_env(pod)
         self.probe_manager.add_pod(pod)  # idempotent: probing starts with the first sync
-        result = await self.runtime.sync_pod(pod, pod_status)
+        pull_secrets = await self.pull_secrets_for_pod(pod)
+        result = await self.runtime.sync_pod(pod, pod_status, pull_secrets)
         self.reason_cache.update(pod_uid(pod), result)
         error = result.error()
         if error is not None:
             raise error
         return False
+
+    async def pull_secrets_for_pod(self, pod: V1Pod) -> list[dict[str, Any]]:
+        """The pod's ``imagePullSecrets`` as read now (upstream ``getPullSecretsForPod``):
+        read on every sync, so a secret created after the pod is used by the next pull.
+        One that cannot be read is left out, with a warning event naming it."""
+        if self.secrets is None:
+            return []
+        namespace = pod.metadata.namespace or ""
+        found: list[dict[str, Any]] = []
+        failed: list[str] = []
+        for ref in pod.spec.image_pull_secrets or []:
+            if not ref.name:
+                continue  # the API once let empty names through; they name nothing
+            try:
+                found.append(await self.secrets.get_object(namespace, ref.name))
+            except Exception as err:
+                klog.info("Unable to retrieve pull secret, the image pull may not succeed.",
+                          pod=pod_ref(pod), secret=f"{namespace}/{ref.name}", err=str(err))
+                failed.append(ref.name)
+        if failed and self.recorder is not None:
+            self.recorder.event(pod, WARNING, FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET,
+                                f"Unable to retrieve some image pull secrets "
+                                f"({', '.join(failed)}); attempting to pull the image may "
+                                f"not succeed.")
+        return found
 
     async def ensure_mirror_pod(self, pod: V1Pod) -> None:
         """A static pod's mirror pod exists and mirrors this version of it (upstream SyncPod).

@@ -17,7 +17,8 @@ eviction manager reclaims through the garbage collectors built before it.
 ``start_container_manager`` is the start-up gate (upstream ``initializeModules``
 / ``containerManager.Start``): the cgroup version against ``failCgroupV1``,
 the runtime's cgroup driver against ``cgroupDriver``, reservations against
-capacity, then the cgroup tree. Any failure is a ``ContainerManagerError``
+capacity, the kernel tunables against ``protectKernelDefaults``, then the
+cgroup tree. Any failure is a ``ContainerManagerError``
 naming the field; the kubelet exits with it. ``tasks`` lists the periodic
 loops to run under the supervisor.
 """
@@ -42,6 +43,7 @@ from pykubelet.cm import (
     check_cgroup_version,
     runtime_cgroup_driver_from_status_info,
 )
+from pykubelet.cm.cpumanager import cpuset
 from pykubelet.cm.helpers import DEFAULT_CFS_PERIOD_US, read_pid_max
 from pykubelet.config.server import KubeletServer
 from pykubelet.config.units import (
@@ -79,18 +81,38 @@ def eviction_thresholds(server: KubeletServer) -> list[EvictionThreshold]:
     return with_allocatable_thresholds(thresholds, config.enforce_node_allocatable)
 
 
+def node_reservations(server: KubeletServer) -> tuple[dict[str, str], dict[str, str]]:
+    """``systemReserved`` and ``kubeReserved`` as node allocatable counts them. With
+    ``reservedSystemCPUs``, its CPU count is the whole cpu reservation (upstream's
+    server.go): it goes into systemReserved and kubeReserved's cpu is dropped."""
+    config = server.config
+    system, kube = dict(config.system_reserved), dict(config.kube_reserved)
+    try:
+        reserved = cpuset.parse(config.reserved_system_cpus)
+    except cpuset.CPUSetError as err:
+        raise ContainerManagerError(
+            f"reservedSystemCPUs: {config.reserved_system_cpus!r}: {err}") from err
+    if reserved:
+        klog.info("Option --reserved-cpus is specified, it will overwrite the cpu setting in "
+                  "KubeReserved and SystemReserved", kubeReserved=kube, systemReserved=system)
+        kube.pop("cpu", None)
+        system["cpu"] = str(len(reserved))
+    return system, kube
+
+
 def new_container_manager(server: KubeletServer, *,
                           active_pods: Callable[[], Iterable[V1Pod]]) -> ContainerManager:
     config = server.config
     period = config.cpu_cfs_quota_period
     period_us = int(seconds(period) * 1_000_000) if period else DEFAULT_CFS_PERIOD_US
+    system_reserved, kube_reserved = node_reservations(server)
     node = NodeConfig(
         cgroup_root=config.cgroup_root or "/",
         cgroups_per_qos=config.cgroups_per_qos,
         cgroup_driver=config.cgroup_driver,
         enforce_node_allocatable=list(config.enforce_node_allocatable),
-        system_reserved=dict(config.system_reserved),
-        kube_reserved=dict(config.kube_reserved),
+        system_reserved=system_reserved,
+        kube_reserved=kube_reserved,
         system_reserved_cgroup=config.system_reserved_cgroup,
         kube_reserved_cgroup=config.kube_reserved_cgroup,
         hard_eviction_thresholds=[t for t in eviction_thresholds(server) if t.hard],
@@ -99,6 +121,8 @@ def new_container_manager(server: KubeletServer, *,
         cpu_cfs_quota_period_us=period_us,
         fail_cgroup_v1=config.fail_cgroup_v1,
         root_dir=server.flags.root_dir,
+        protect_kernel_defaults=config.protect_kernel_defaults,
+        kubelet_in_user_namespace=server.feature_gates().enabled("KubeletInUserNamespace"),
     )
     return ContainerManager(node, CgroupManager(config.cgroup_driver), active_pods=active_pods)
 

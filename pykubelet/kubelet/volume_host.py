@@ -8,7 +8,15 @@ come from; the kubelet hands them this object:
   (``pykubelet.objectcache``, the configured change-detection strategy);
 - ``service_account_token`` goes through the token manager (TokenRequest,
   bound to the pod);
-- ``node_allocatable`` is what ``limits.*`` of a container without limits reads.
+- ``persistent_volume_claim`` / ``persistent_volume`` are a GET each time
+  (``PersistentVolumeReader``), as upstream's volume manager reads them: the
+  Node authorizer lets a node get the claims its pods name and the volumes
+  bound to them, and lets it list or watch neither;
+- ``node_allocatable`` is what ``limits.*`` of a container without limits reads;
+- ``node_labels`` is what a PersistentVolume's ``nodeAffinity`` is checked
+  against before it is mounted: the watched Node's labels (upstream's
+  ``GetNodeLabels`` reads its node lister, and a Node it cannot find is an
+  error), standalone the labels the kubelet would register with.
 
 Standalone (no API server), the object readers refuse with a message naming
 the missing API server, so a static pod with a configMap volume waits with a
@@ -24,12 +32,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from kubernetes_asyncio.client import V1Pod
+from kubernetes_asyncio.client import CoreV1Api, V1Pod
 
 from pykubelet.api import pod_uid
+from pykubelet.kubelet.node_info import NodeView
 from pykubelet.objectcache import Manager, NotFoundError
 from pykubelet.token import TokenKey, TokenManager
 from pykubelet.util import klog
@@ -74,16 +84,78 @@ def _env_data(kind: str, obj: Mapping[str, Any]) -> dict[str, str]:
     return decoded
 
 
+Object = dict[str, Any]
+
+
+class PersistentVolumeReader:
+    """PersistentVolumeClaims and PersistentVolumes, read by GET on every use.
+
+    Each reader returns the object as JSON, None on 404; any other answer
+    raises with the API server's own message (a refusal of the Node
+    authorizer reads as it does in upstream's event).
+    """
+
+    def __init__(self, read_claim: Callable[[str, str], Awaitable[Object | None]],
+                 read_volume: Callable[[str], Awaitable[Object | None]]) -> None:
+        self._read_claim = read_claim
+        self._read_volume = read_volume
+
+    @classmethod
+    def for_api(cls, api: CoreV1Api) -> PersistentVolumeReader:
+        async def claim(namespace: str, name: str) -> Object | None:
+            return await _get_json(api.read_namespaced_persistent_volume_claim, name, namespace)
+
+        async def volume(name: str) -> Object | None:
+            return await _get_json(api.read_persistent_volume, name)
+
+        return cls(claim, volume)
+
+    async def claim(self, namespace: str, name: str) -> Object:
+        obj = await self._read_claim(namespace, name)
+        if obj is None:
+            raise NotFoundError("persistentvolumeclaims", name)
+        return obj
+
+    async def volume(self, name: str) -> Object:
+        obj = await self._read_volume(name)
+        if obj is None:
+            raise NotFoundError("persistentvolumes", name)
+        return obj
+
+
+async def _get_json(call: Callable[..., Awaitable[Any]], *args: str) -> Object | None:
+    response = await call(*args, _preload_content=False)
+    try:
+        body = await response.read()
+        status = response.status
+    finally:
+        response.release()
+    if status == 404:
+        return None
+    try:
+        obj: Object = json.loads(body)
+    except ValueError:
+        obj = {}
+    if status != 200:
+        raise VolumeError(str(obj.get("message") or f"the API server answered {status}"))
+    return obj
+
+
 class VolumeHost:
     """``VolumeSources`` for the plugins and ``EnvSource`` for container configs."""
 
     def __init__(self, allocatable: Callable[[], tuple[int, int]], *,
                  config_maps: Manager | None = None, secrets: Manager | None = None,
-                 tokens: TokenManager | None = None) -> None:
+                 tokens: TokenManager | None = None,
+                 persistent_volumes: PersistentVolumeReader | None = None,
+                 node_view: NodeView | None = None) -> None:
+        """``node_view`` is None for tests only (``node_labels`` then refuses)."""
         self._allocatable = allocatable
+        self._node_view = node_view
         self.config_maps = config_maps
         self.secrets = secrets
         self.tokens = tokens
+        self.persistent_volumes = persistent_volumes
         # (kind, namespace, name) -> the decoded data, or None when it does not exist.
         self._env: dict[tuple[str, str, str], dict[str, str] | None] = {}
 
@@ -115,8 +187,31 @@ class VolumeHost:
                        pod_name=meta.name or "", pod_uid=pod_uid(pod))
         return await self.tokens.get_service_account_token(key)
 
+    async def persistent_volume_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        if self.persistent_volumes is None:
+            raise VolumeError(f'cannot read persistentvolumeclaim "{name}": this kubelet runs '
+                              f"without an API server")
+        return await self.persistent_volumes.claim(namespace, name)
+
+    async def persistent_volume(self, name: str) -> dict[str, Any]:
+        if self.persistent_volumes is None:
+            raise VolumeError(f'cannot read persistentvolume "{name}": this kubelet runs '
+                              f"without an API server")
+        return await self.persistent_volumes.volume(name)
+
     def node_allocatable(self) -> tuple[int, int]:
         return self._allocatable()
+
+    def node_labels(self) -> dict[str, str]:
+        view = self._node_view
+        if view is None:
+            raise VolumeError("error retrieving node: this kubelet has no view of its Node")
+        if view.informer is None:
+            return view.local.labels()
+        node = view.get_node()
+        if node is None or node.metadata is None:
+            raise VolumeError(f'error retrieving node: node "{view.local.node_name}" not found')
+        return dict(node.metadata.labels or {})
 
     # -- EnvSource -------------------------------------------------------------------
 
@@ -158,4 +253,4 @@ class EnvReader:
         return self._host._env_lookup(SECRET, namespace, name)
 
 
-__all__ = ["EnvReader", "VolumeHost"]
+__all__ = ["EnvReader", "PersistentVolumeReader", "VolumeHost"]

@@ -308,6 +308,9 @@ class PodContainers:
             image = await self.image_manager.ensure_image_exists(
                 pod, container, pull_secrets, sandbox_config, lookahead)
         except ImagePullError as err:
+            # Upstream reports the reason once more as the container's start failure.
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {err.reason}",
+                                container_field_path(pod, container))
             raise ContainerStartError(err.reason, err.message) from err
 
         meta = pod.metadata or V1ObjectMeta()

@@ -148,6 +148,8 @@ class ContainerOptions:
     env_source: EnvSource | None = None
     # Where warnings about the pod's spec go (``InvalidEnvironmentVariableNames``).
     recorder: EventRecorder | None = None
+    # The CPU manager's cpuset for a container by name ("" leaves it to the runtime).
+    cpuset_for: Callable[[V1Pod, str], str] | None = None
 
 
 def _lookup_in(*envs: Mapping[str, str]) -> Callable[[str], str | None]:
@@ -358,6 +360,10 @@ def container_resources(pod: V1Pod, container: V1Container,
     if opts.enforce_cpu_limits:
         resources.cpu_period = opts.cpu_cfs_quota_period_us
         resources.cpu_quota = milli_cpu_to_quota(cpu_limit, opts.cpu_cfs_quota_period_us)
+    # Upstream's PreCreateContainer: the container's exclusive CPUs or the shared pool.
+    cpus = opts.cpuset_for(pod, container.name or "") if opts.cpuset_for is not None else ""
+    if cpus:
+        resources.cpuset_cpus = cpus
     return resources
 
 

@@ -7,26 +7,38 @@ is reported as ``ErrImagePull`` and starts a back-off per pod and image, and
 while that back-off runs the container reports ``ImagePullBackOff`` without
 contacting the registry again. Pulls go through a QPS limiter
 (``registryPullQPS``/``registryBurst``) and, with ``serializeImagePulls``, one
-at a time. Credentials come from the pod's ``imagePullSecrets``
-(``kubernetes.io/dockerconfigjson`` or ``dockercfg``), matched by registry
-host and path as the Docker keyring does.
+at a time (without it, at most ``maxParallelImagePulls`` at once). Credentials
+come from the pod's ``imagePullSecrets`` (``kubernetes.io/dockerconfigjson`` or
+``dockercfg``) through the keyring of ``pykubelet.credentialprovider``, then
+from the credential provider plugins: each one that matches the image's
+repository is offered to the runtime in turn until one pull succeeds, and a
+pull with no match goes without credentials. A pull secret that does not decode
+fails the container's start with its error (no pull, no back-off), as
+upstream's does.
+
+Pods that need the same image with the same credentials while a pull of it
+is under way share that pull (``SharedPulls``): one CRI ``PullImage``, one
+QPS token and one pull slot, and every waiting pod gets its result, success
+or the same error, with its own ``Pulling``/``Pulled``/``Failed`` events and
+its own back-off. Upstream v1.35 does not do this (each ``EnsureImageExists``
+sends its own pull, kubernetes/kubernetes#125164 is open), and containerd
+1.6's CRI runs every ``PullImage`` it is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import fnmatch
-import json
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet.credentialprovider import AuthConfig, PullSecretError, make_docker_keyring
+from pykubelet.credentialprovider.plugin import PluginKeyring
 from pykubelet.cri import ImageService
 from pykubelet.events import NORMAL, WARNING, EventRecorder, LoggingRecorder, container_field_path
 from pykubelet.kuberuntime.actions import format_go_duration
@@ -158,94 +170,6 @@ def should_pull_image(policy: str, present: bool) -> bool:
     return policy == PULL_ALWAYS or not present
 
 
-# --- registry credentials -----------------------------------------------------------------------
-
-DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson"
-DOCKER_CFG_KEY = ".dockercfg"
-
-
-@dataclass(frozen=True)
-class RegistryCredential:
-    pattern_host: str
-    pattern_path: str
-    auth: api_pb2.AuthConfig
-
-
-def _secret_data(secret: Any) -> dict[str, str]:
-    data = secret.get("data") if isinstance(secret, dict) else getattr(secret, "data", None)
-    return dict(data or {})
-
-
-def _normalise_registry_key(key: str) -> tuple[str, str]:
-    text = key.strip()
-    for scheme in ("https://", "http://"):
-        if text.startswith(scheme):
-            text = text[len(scheme):]
-    host, _, path = text.partition("/")
-    if host in (_LEGACY_DEFAULT_DOMAIN, DEFAULT_DOMAIN, f"registry-1.{DEFAULT_DOMAIN}"):
-        host, path = DEFAULT_DOMAIN, ""
-    return host.lower(), path.strip("/")
-
-
-def _auth_from_entry(server: str, entry: dict[str, Any]) -> api_pb2.AuthConfig:
-    username = str(entry.get("username") or "")
-    password = str(entry.get("password") or "")
-    encoded = str(entry.get("auth") or "")
-    if encoded and not username:
-        try:
-            username, _, password = base64.b64decode(encoded).decode().partition(":")
-        except (ValueError, UnicodeDecodeError):
-            klog.warning("Ignoring malformed auth in image pull secret", registry=server)
-    return api_pb2.AuthConfig(username=username, password=password, server_address=server,
-                              identity_token=str(entry.get("identitytoken") or ""),
-                              registry_token=str(entry.get("registrytoken") or ""))
-
-
-def credentials_from_pull_secrets(pull_secrets: Sequence[Any]) -> list[RegistryCredential]:
-    """Registry credentials from ``dockerconfigjson``/``dockercfg`` secrets (base64 ``data``)."""
-    found: list[RegistryCredential] = []
-    for secret in pull_secrets:
-        data = _secret_data(secret)
-        for key in (DOCKER_CONFIG_JSON_KEY, DOCKER_CFG_KEY):
-            if key not in data:
-                continue
-            try:
-                document = json.loads(base64.b64decode(data[key]))
-            except (ValueError, TypeError) as err:
-                klog.warning("Ignoring unreadable image pull secret", err=err)
-                continue
-            auths = document.get("auths", {}) if key == DOCKER_CONFIG_JSON_KEY else document
-            if not isinstance(auths, dict):
-                continue
-            for server, entry in auths.items():
-                if isinstance(entry, dict):
-                    host, path = _normalise_registry_key(server)
-                    found.append(RegistryCredential(host, path, _auth_from_entry(server, entry)))
-    return found
-
-
-def _host_matches(pattern: str, host: str) -> bool:
-    pattern_parts, host_parts = pattern.split("."), host.split(".")
-    # Wildcards stand for exactly one DNS label each, as in the Docker keyring.
-    return len(pattern_parts) == len(host_parts) and all(
-        fnmatch.fnmatchcase(h, p) for p, h in zip(pattern_parts, host_parts, strict=True))
-
-
-def lookup_credentials(image: str,
-                       credentials: Sequence[RegistryCredential]) -> list[api_pb2.AuthConfig]:
-    """The credentials that apply to ``image``, most specific path first."""
-    try:
-        reference = parse_image_reference(image)
-    except ValueError:
-        return []
-    matching = [c for c in credentials
-                if _host_matches(c.pattern_host, reference.domain.lower())
-                and (not c.pattern_path or reference.path == c.pattern_path
-                     or reference.path.startswith(c.pattern_path + "/"))]
-    matching.sort(key=lambda c: len(c.pattern_path), reverse=True)
-    return [c.auth for c in matching]
-
-
 # --- pulling ------------------------------------------------------------------------------------
 
 class PullThrottledError(Exception):
@@ -254,10 +178,12 @@ class PullThrottledError(Exception):
 
 
 class PullWithCredentialsError(Exception):
-    """Every credential that matched the image was refused; lists each attempt's error."""
+    """Every credential that matched the image was refused. The message is each distinct
+    error, in the order tried, as upstream's error aggregate prints them."""
 
     def __init__(self, failures: list[str]) -> None:
-        super().__init__("; ".join(failures))
+        distinct = list(dict.fromkeys(failures))
+        super().__init__(distinct[0] if len(distinct) == 1 else f"[{', '.join(distinct)}]")
         self.failures = failures
 
 
@@ -309,20 +235,79 @@ class ImageStatusLookahead:
         self._lookups.clear()
 
 
+PullKey = tuple[str, tuple[AuthConfig, ...]]
+
+
+@dataclass
+class _SharedPull:
+    task: asyncio.Task[str]
+    waiters: int = 0
+
+
+class SharedPulls:
+    """The pulls under way, each shared by every caller asking for the same image with
+    the same credentials until it ends.
+
+    The first caller's ``pull`` starts the pull as a task of its own, so a waiter
+    that is cancelled (its pod deleted) does not end it for the others; the last
+    waiter to leave cancels it, as a lone caller's cancellation always did. A
+    pull that ended is forgotten: the next caller pulls again (the policy
+    ``Always`` reaches the registry for every start not concurrent with another).
+    The sandbox config sent is the first caller's; containerd 1.6 does not read
+    it in a pull.
+    """
+
+    def __init__(self) -> None:
+        self._pulls: dict[PullKey, _SharedPull] = {}
+
+    async def pull(self, key: PullKey, start: Callable[[], Coroutine[Any, Any, str]]) -> str:
+        """The result of the pull under way for ``key``, or of ``start()`` when there is none."""
+        shared = self._pulls.get(key)
+        if shared is None:
+            shared = _SharedPull(asyncio.create_task(start(), name=f"image pull {key[0]}"))
+            self._pulls[key] = shared
+            shared.task.add_done_callback(lambda _: self._forget(key, shared))
+        else:
+            klog.v(3).info("Waiting for the pull of the image already under way", image=key[0])
+        shared.waiters += 1
+        try:
+            return await asyncio.shield(shared.task)
+        except asyncio.CancelledError:
+            if shared.waiters == 1 and not shared.task.done():
+                # Forgotten at once: a caller arriving now starts a pull of its own
+                # instead of joining one that is being cancelled.
+                self._forget(key, shared)
+                shared.task.cancel()
+            raise
+        finally:
+            shared.waiters -= 1
+
+    def _forget(self, key: PullKey, shared: _SharedPull) -> None:
+        if self._pulls.get(key) is shared:
+            del self._pulls[key]
+
+
 class ImageManager:
     """Ensures images for containers, with pull policy, back-off, throttling and credentials."""
 
     def __init__(self, image_service: ImageService, *, serialize_pulls: bool = True,
                  pull_qps: float = 5.0, pull_burst: int = 10, backoff: Backoff | None = None,
                  max_parallel_pulls: int | None = None,
-                 recorder: EventRecorder | None = None) -> None:
+                 recorder: EventRecorder | None = None,
+                 credential_plugins: PluginKeyring | None = None) -> None:
+        """``credential_plugins``: the providers of ``--image-credential-provider-config``,
+        asked after the pod's pull secrets."""
         self._images = image_service
+        self._credential_plugins = credential_plugins
         self._recorder: EventRecorder = recorder or LoggingRecorder()
         self.backoff = backoff or Backoff(IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)
         self._limiter = TokenBucket(pull_qps, pull_burst)
+        # Upstream's serial puller is one pull at a time; its parallel puller takes
+        # maxParallelImagePulls tokens, or has no limit without it.
         limit = 1 if serialize_pulls else max_parallel_pulls
         self._pull_slots = asyncio.Semaphore(limit) if limit else None
         self._last_error: dict[str, str] = {}
+        self._shared_pulls = SharedPulls()
 
     async def ensure_image_exists(self, pod: V1Pod, container: V1Container,
                                   pull_secrets: Sequence[Any] = (),
@@ -370,6 +355,18 @@ class ImageManager:
             event(WARNING, ERR_IMAGE_NEVER_PULL, message)
             raise ImagePullError(ERR_IMAGE_NEVER_PULL, message)
 
+        # The keyring is built before the back-off is consulted: a secret that does
+        # not decode is reported on every attempt, and never starts a back-off.
+        try:
+            credentials = pull_credentials(image, pull_secrets)
+            if self._credential_plugins is not None:
+                credentials += await self._credential_plugins.lookup(repository_of(image))
+        except PullSecretError as err:
+            message = str(err)
+            klog.warning("Unable to use image pull secrets", pod=pod_ref, image=spec_image,
+                         err=message)
+            raise ImagePullError(message, message) from err
+
         uid = (meta.uid if meta else None) or ""
         backoff_key = f"{uid}_{spec_image}"
         if self.backoff.is_in_backoff_since_update(backoff_key):
@@ -386,7 +383,9 @@ class ImageManager:
         started = time.monotonic()
         POD_STARTUP_TRACKER.record_image_started_pulling(uid)
         try:
-            image_ref = await self._pull(image, pull_secrets, sandbox_config)
+            image_ref = await self._shared_pulls.pull(
+                (image, tuple(credentials)),
+                lambda: self._pull(image, credentials, sandbox_config))
             POD_STARTUP_TRACKER.record_image_finished_pulling(uid)
         except Exception as err:
             message = str(err) or type(err).__name__
@@ -408,27 +407,48 @@ class ImageManager:
         """Start reading the statuses of the images ``specs`` (as written in pod specs)."""
         return ImageStatusLookahead(self._images, specs)
 
-    async def _pull(self, image: str, pull_secrets: Sequence[Any],
+    async def _pull(self, image: str, credentials: Sequence[AuthConfig],
                     sandbox_config: api_pb2.PodSandboxConfig | None) -> str:
         if not self._limiter.try_accept():
             raise PullThrottledError()
         if self._pull_slots is None:
-            return await self._pull_with_credentials(image, pull_secrets, sandbox_config)
+            return await self._pull_with_credentials(image, credentials, sandbox_config)
         async with self._pull_slots:
-            return await self._pull_with_credentials(image, pull_secrets, sandbox_config)
+            return await self._pull_with_credentials(image, credentials, sandbox_config)
 
-    async def _pull_with_credentials(self, image: str, pull_secrets: Sequence[Any],
+    async def _pull_with_credentials(self, image: str, credentials: Sequence[AuthConfig],
                                      sandbox_config: api_pb2.PodSandboxConfig | None) -> str:
-        auths = lookup_credentials(image, credentials_from_pull_secrets(pull_secrets))
-        if not auths:
+        if not credentials:
+            klog.v(3).info("Pulling image without credentials", image=image)
             return await self._images.pull_image(image, None, sandbox_config)
         failures: list[str] = []
-        for auth in auths:
+        for credential in credentials:
             try:
-                return await self._images.pull_image(image, auth, sandbox_config)
+                return await self._images.pull_image(image, _cri_auth(credential),
+                                                     sandbox_config)
             except Exception as err:
-                failures.append(str(err))
+                failures.append(str(err) or type(err).__name__)
         raise PullWithCredentialsError(failures)
+
+
+def repository_of(image: str) -> str:
+    """What credentials are looked up by: the image's domain and path, without tag."""
+    reference = parse_image_reference(image)
+    return f"{reference.domain}/{reference.path}"
+
+
+def pull_credentials(image: str, pull_secrets: Sequence[Any]) -> list[AuthConfig]:
+    """The pull secrets' credentials for ``image`` (with its default tag), in order."""
+    return make_docker_keyring(pull_secrets).lookup(repository_of(image))
+
+
+def _cri_auth(credential: AuthConfig) -> api_pb2.AuthConfig:
+    # server_address stays empty unless the source named one: containerd ignores
+    # credentials whose server_address does not parse as a URL of the pulled host.
+    return api_pb2.AuthConfig(username=credential.username, password=credential.password,
+                              server_address=credential.server_address,
+                              identity_token=credential.identity_token,
+                              registry_token=credential.registry_token)
 
 
 __all__ = [
@@ -442,11 +462,10 @@ __all__ = [
     "ImagePullError",
     "ImageReference",
     "ImageService",
-    "RegistryCredential",
+    "SharedPulls",
     "apply_default_tag",
-    "credentials_from_pull_secrets",
     "default_pull_policy",
-    "lookup_credentials",
     "parse_image_reference",
+    "pull_credentials",
     "should_pull_image",
 ]

@@ -44,6 +44,7 @@ from pykubelet.container.helpers import (
     nanos_to_seconds,
     running_pod_from_status,
 )
+from pykubelet.credentialprovider.plugin import PluginKeyring, register_plugins
 from pykubelet.cri import ImageService, RuntimeService
 from pykubelet.cri.errors import is_not_found
 from pykubelet.cri.logstream import LogOptions, Writer, read_logs
@@ -107,6 +108,12 @@ class RuntimeManagerOptions:
     pod_cgroup_parent: Callable[[V1Pod], str] | None = None
     runtime_handler: str = ""
     serialize_image_pulls: bool = True
+    # maxParallelImagePulls: with serializeImagePulls off, at most this many at once
+    # (None: no limit).
+    max_parallel_image_pulls: int | None = None
+    # --image-credential-provider-config / --image-credential-provider-bin-dir ("": none).
+    image_credential_provider_config: str = ""
+    image_credential_provider_bin_dir: str = ""
     registry_pull_qps: float = 5.0
     registry_burst: int = 10
     cpu_cfs_quota: bool = True
@@ -131,6 +138,16 @@ class RuntimeManagerOptions:
 
     def pod_dir(self, uid: str) -> str:
         return os.path.join(self.root_dir, "pods", uid)
+
+
+def credential_plugins(options: RuntimeManagerOptions) -> PluginKeyring | None:
+    """The credential provider plugins the flags name, checked now (upstream registers
+    them while building the runtime manager; a bad config stops the kubelet)."""
+    if not (options.image_credential_provider_config
+            or options.image_credential_provider_bin_dir):
+        return None
+    return register_plugins(options.image_credential_provider_config,
+                            options.image_credential_provider_bin_dir)
 
 
 def containers_to_start(pod: V1Pod, actions: PodActions
@@ -168,6 +185,8 @@ class KubeGenericRuntimeManager:
             CRASH_LOOP_BACKOFF_INITIAL_SECONDS, CRASH_LOOP_BACKOFF_MAX_SECONDS, clock)
         self.image_manager = image_manager or ImageManager(
             image_service, serialize_pulls=options.serialize_image_pulls,
+            max_parallel_pulls=options.max_parallel_image_pulls,
+            credential_plugins=credential_plugins(options),
             pull_qps=options.registry_pull_qps, pull_burst=options.registry_burst,
             recorder=recorder)
         self.liveness = liveness

@@ -31,8 +31,6 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio.client import (
     V1Node,
-    V1NodeSelectorRequirement,
-    V1NodeSelectorTerm,
     V1Pod,
     V1Taint,
     V1Toleration,
@@ -40,6 +38,7 @@ from kubernetes_asyncio.client import (
 
 from pykubelet.api import pod_ref
 from pykubelet.api.kubetypes import is_static_pod
+from pykubelet.api.nodeaffinity import node_selector_matches
 from pykubelet.api.quantity import parse_quantity
 from pykubelet.api.resources import pod_requests
 from pykubelet.util import klog
@@ -157,41 +156,6 @@ def fits_resources(pod: V1Pod, other_pods: Iterable[V1Pod],
 # --- node affinity, node name, ports, taints --------------------------------------------------
 
 
-def _requirement_matches(requirement: V1NodeSelectorRequirement,
-                         values: dict[str, str]) -> bool:
-    operator = requirement.operator
-    present = requirement.key in values
-    value = values.get(requirement.key)
-    wanted = requirement.values or []
-    if operator == "In":
-        return present and value in wanted
-    if operator == "NotIn":
-        return not present or value not in wanted
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt"):
-        if not present or len(wanted) != 1:
-            return False
-        try:
-            have, limit = int(str(value)), int(wanted[0])
-        except ValueError:
-            return False
-        return have > limit if operator == "Gt" else have < limit
-    return False
-
-
-def _term_matches(term: V1NodeSelectorTerm, labels: dict[str, str], node_name: str) -> bool:
-    expressions = term.match_expressions or []
-    fields = term.match_fields or []
-    if not expressions and not fields:
-        return False  # an empty term selects nothing
-    if not all(_requirement_matches(r, labels) for r in expressions):
-        return False
-    return all(_requirement_matches(r, {"metadata.name": node_name}) for r in fields)
-
-
 def matches_node_selector_and_affinity(pod: V1Pod, node: V1Node) -> bool:
     """``spec.nodeSelector`` and required node affinity against the node's labels."""
     labels = dict((node.metadata.labels if node.metadata is not None else None) or {})
@@ -205,8 +169,8 @@ def matches_node_selector_and_affinity(pod: V1Pod, node: V1Node) -> bool:
                 if affinity is not None else None)
     if required is None:
         return True
-    return any(_term_matches(term, labels, node_name)
-               for term in required.node_selector_terms or [])
+    return node_selector_matches(required.node_selector_terms or [], labels=labels,
+                                 node_name=node_name)
 
 
 def _host_ports(pod: V1Pod) -> list[tuple[str, str, int]]:

@@ -3,14 +3,21 @@
 Every request on the authenticated port goes through two steps, as in the Go
 kubelet:
 
-* **Authentication** turns the request into a user: a client certificate the
-  TLS layer verified against ``authentication.x509.clientCAFile`` (CommonName
-  is the user, Organizations the groups), or a bearer token the API server
-  vouches for through a ``TokenReview`` (cached for ``webhook.cacheTTL``).
+* **Authentication** turns the request into a user: a client certificate that
+  chains to a CA of ``authentication.x509.clientCAFile`` (CommonName is the
+  user, Organizations the groups), or a bearer token the API server vouches
+  for through a ``TokenReview`` (cached for ``webhook.cacheTTL``). The TLS
+  handshake only asks for the certificate (``pykubelet.server.tls``); it is
+  verified here, on every request, as upstream's x509 authenticator does
+  with Go's ``x509.Verify``: the chain the client sent, up to a CA of the
+  bundle, every certificate within its validity period, CAs with
+  ``basicConstraints`` CA, and the ``clientAuth`` extended key usage wherever
+  the extension is present. A certificate that does not verify does not
+  authenticate; the next authenticator (the bearer token) still may.
   Authenticated users gain the group ``system:authenticated``. A request with
   no credentials at all becomes ``system:anonymous`` (group
   ``system:unauthenticated``) when ``anonymous.enabled``; a request with *bad*
-  credentials never does: it is 401, as upstream.
+  credentials and no good ones never does: it is 401, as upstream.
 * **Authorization** maps the request to attributes on the node object (verb
   from the HTTP method, resource ``nodes``, the node's name, a subresource
   from the path: ``stats``, ``metrics``, ``log``, ``checkpoint``, ``spec``,
@@ -29,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import datetime
 import hashlib
 import json
 import time
@@ -38,7 +46,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Protocol, TypeVar
 
 from cryptography import x509
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.verification import (
+    Criticality,
+    ExtensionPolicy,
+    Policy,
+    PolicyBuilder,
+    Store,
+    VerificationError,
+)
 
 from pykubelet.util import klog
 
@@ -67,6 +83,7 @@ _WEBSOCKET_TOKEN_PREFIX: Final = "base64url.bearer.authorization.k8s.io."
 # Bounds on the decision caches: enough for every client of one node.
 _TOKEN_CACHE_SIZE: Final = 4096
 _DECISION_CACHE_SIZE: Final = 8192
+_CERTIFICATE_CACHE_SIZE: Final = 1024
 # Transient webhook failures are retried this often, with growing pauses.
 _WEBHOOK_ATTEMPTS: Final = 3
 _WEBHOOK_RETRY_PAUSE: Final = 0.2
@@ -100,8 +117,9 @@ class AuthRequest:
     method: str
     path: str
     headers: Mapping[str, str]
-    # The DER client certificate the TLS layer verified, if the client sent one.
-    peer_certificate: bytes | None = None
+    # The DER certificates the client sent in the TLS handshake, its own first
+    # (Go's PeerCertificates); not verified there.
+    peer_certificates: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,22 +197,146 @@ class ExpiringCache(Generic[K, V]):
 
 # -- authentication ------------------------------------------------------------
 
+# Go's x509 errors, which upstream logs as the reason a certificate did not authenticate.
+_UNKNOWN_AUTHORITY: Final = "x509: certificate signed by unknown authority"
+_INCOMPATIBLE_USAGE: Final = "x509: certificate specifies an incompatible key usage"
+
+
+def _allows_client_auth(_policy: Policy, _cert: x509.Certificate,
+                        usage: x509.ExtendedKeyUsage | None) -> None:
+    # Without the extension a certificate is good for any use, as in Go.
+    if usage is None or ExtendedKeyUsageOID.CLIENT_AUTH in usage \
+            or ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE in usage:
+        return
+    raise ValueError(_INCOMPATIBLE_USAGE)
+
+
+def _may_sign(_policy: Policy, _cert: x509.Certificate,
+              constraints: x509.BasicConstraints) -> None:
+    if not constraints.ca:
+        raise ValueError("x509: certificate is not authorized to sign other certificates")
+
+
+# What Go's x509.Verify with KeyUsages [ClientAuth] looks at, and no more: the
+# web PKI defaults of cryptography's verifier would also demand a SAN and key
+# identifiers, which the API server's kubelet client certificate (and
+# kubeadm's) does not have. Unknown critical extensions are refused either way.
+_CA_POLICY: Final = (
+    ExtensionPolicy.permit_all()
+    .require_present(x509.BasicConstraints, Criticality.AGNOSTIC, _may_sign)
+    .may_be_present(x509.ExtendedKeyUsage, Criticality.AGNOSTIC, _allows_client_auth))
+_CLIENT_POLICY: Final = ExtensionPolicy.permit_all().may_be_present(
+    x509.ExtendedKeyUsage, Criticality.AGNOSTIC, _allows_client_auth)
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _rfc3339(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _colon_hex(data: bytes | None) -> str:
+    return ":".join(f"{byte:02X}" for byte in data or b"")
+
+
+def certificate_identifier(cert: x509.Certificate) -> str:
+    """Serial number and key identifiers, as upstream names a certificate in its errors."""
+    try:
+        skid = cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
+    except x509.ExtensionNotFound:
+        skid = None
+    try:
+        akid = cert.extensions.get_extension_for_class(
+            x509.AuthorityKeyIdentifier).value.key_identifier
+    except x509.ExtensionNotFound:
+        akid = None
+    return f"SN={cert.serial_number}, SKID={_colon_hex(skid)}, AKID={_colon_hex(akid)}"
+
+
 class X509Authenticator:
-    """Users from client certificates the TLS layer verified against the client CA."""
+    """Users from client certificates that chain to the client CA bundle (upstream
+    ``x509.Authenticator`` with ``CommonNameUserConversion``).
+
+    A chain that verified is remembered until the first of its certificates
+    expires: the bundle does not change while the kubelet runs, so neither can
+    the answer, and a caller's requests after its first cost no verification
+    (v1.35 verifies on every request, upstream's later code once per
+    connection). Chains that failed are not remembered.
+    """
+
+    def __init__(self, client_cas: Sequence[x509.Certificate],
+                 clock: Callable[[], datetime.datetime] = _utcnow) -> None:  # clock: tests only
+        self._store = Store(list(client_cas))
+        self._ca_subjects = frozenset(ca.subject for ca in client_cas)
+        self._clock = clock
+        # Keyed by the certificates sent; expiry on the certificates' own (wall) clock.
+        self._verified: ExpiringCache[bytes, UserInfo] = ExpiringCache(
+            _CERTIFICATE_CACHE_SIZE, lambda: self._clock().timestamp())
+
+    @classmethod
+    def from_file(cls, path: str) -> X509Authenticator:
+        """The CAs of a PEM bundle (``clientCAFile``); AuthConfigError naming it."""
+        try:
+            with open(path, "rb") as file:
+                cas = x509.load_pem_x509_certificates(file.read())
+        except (OSError, ValueError) as err:
+            raise AuthConfigError(f"unable to load client CA file {path} "
+                                  f"(authentication.x509.clientCAFile): {err}") from err
+        return cls(cas)
 
     async def authenticate(self, request: AuthRequest) -> UserInfo | None:
-        if not request.peer_certificate:
+        if not request.peer_certificates:
             return None
+        key = hashlib.sha256(b"".join(len(der).to_bytes(4, "big") + der
+                                      for der in request.peer_certificates)).digest()
+        known = self._verified.get(key)
+        if known is not None:
+            return known
         try:
-            cert = x509.load_der_x509_certificate(request.peer_certificate)
+            leaf, *intermediates = (x509.load_der_x509_certificate(der)
+                                    for der in request.peer_certificates)
         except ValueError as err:
             raise AuthenticationError(f"x509: cannot parse client certificate: {err}") from err
-        common_names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        now = self._clock()
+        problem, chain = self._verify(leaf, intermediates, now)
+        if problem is not None:
+            raise AuthenticationError(f"verifying certificate {certificate_identifier(leaf)} "
+                                      f"failed: {problem}")
+        common_names = leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
         if not common_names or not str(common_names[0].value):
             return None
         groups = tuple(str(a.value) for a in
-                       cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME))
-        return UserInfo(name=str(common_names[0].value), groups=groups)
+                       leaf.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME))
+        user = UserInfo(name=str(common_names[0].value), groups=groups)
+        until = min(cert.not_valid_after_utc for cert in chain)
+        self._verified.put(key, user, (until - now).total_seconds())
+        return user
+
+    def _verify(self, leaf: x509.Certificate, intermediates: list[x509.Certificate],
+                now: datetime.datetime) -> tuple[str | None, list[x509.Certificate]]:
+        """Why the chain does not verify at ``now``, in Go's words where Go has them, or
+        None and the verified chain (the client's certificate up to a CA of the bundle)."""
+        if now < leaf.not_valid_before_utc:
+            return (f"x509: certificate has expired or is not yet valid: current time "
+                    f"{_rfc3339(now)} is before {_rfc3339(leaf.not_valid_before_utc)}"), []
+        if now > leaf.not_valid_after_utc:
+            return (f"x509: certificate has expired or is not yet valid: current time "
+                    f"{_rfc3339(now)} is after {_rfc3339(leaf.not_valid_after_utc)}"), []
+        verifier = (PolicyBuilder().store(self._store).time(now)
+                    .extension_policies(ca_policy=_CA_POLICY, ee_policy=_CLIENT_POLICY)
+                    .build_client_verifier())
+        try:
+            verified = verifier.verify(leaf, intermediates)
+        except VerificationError as err:
+            detail = str(err)
+            if _INCOMPATIBLE_USAGE in detail:
+                return _INCOMPATIBLE_USAGE, []
+            if leaf.issuer not in self._ca_subjects | {c.subject for c in intermediates}:
+                return _UNKNOWN_AUTHORITY, []
+            return f"{_UNKNOWN_AUTHORITY} (possibly because of {detail})", []
+        return None, verified.chain
 
 
 @dataclass(frozen=True)
@@ -487,7 +629,7 @@ def build_auth(node_name: str, api_client: Any | None, *, anonymous: bool,
     """
     authenticators: list[Authenticator] = []
     if client_ca_file:
-        authenticators.append(X509Authenticator())
+        authenticators.append(X509Authenticator.from_file(client_ca_file))
     if webhook_authentication:
         if api_client is None:
             raise AuthConfigError("no client provided, cannot use webhook authentication "
@@ -533,5 +675,6 @@ __all__ = [
     "WebhookAuthorizer",
     "X509Authenticator",
     "build_auth",
+    "certificate_identifier",
     "request_attributes",
 ]

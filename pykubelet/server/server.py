@@ -61,6 +61,7 @@ from pykubelet.server.streaming import (
     stream_options,
 )
 from pykubelet.server.systemlogs import DEFAULT_NODE_LOG_DIR, system_log_handler
+from pykubelet.server.tls import peer_certificates
 from pykubelet.server.translator import translate, wants_v5
 from pykubelet.util import klog
 
@@ -171,15 +172,11 @@ class _Buckets:
         return root if root in self.known else "other"
 
 
-def _peer_certificate(request: web.Request) -> bytes | None:
+def _peer_certificates(request: web.Request) -> tuple[bytes, ...]:
     transport = request.transport
     if transport is None:
-        return None
-    ssl_object = transport.get_extra_info("ssl_object")
-    if ssl_object is None:
-        return None
-    der = ssl_object.getpeercert(binary_form=True)
-    return bytes(der) if der else None
+        return ()
+    return peer_certificates(transport.get_extra_info("ssl_object"))
 
 
 def _auth_middleware(auth: authn.KubeletAuth) -> Any:
@@ -190,7 +187,7 @@ def _auth_middleware(auth: authn.KubeletAuth) -> Any:
     ) -> web.StreamResponse:
         auth_request = authn.AuthRequest(method=request.method, path=request.path,
                                          headers=request.headers,
-                                         peer_certificate=_peer_certificate(request))
+                                         peer_certificates=_peer_certificates(request))
         try:
             user = await auth.authenticate(auth_request)
         except authn.AuthenticationError as err:

@@ -12,18 +12,31 @@ keep working across restarts.
 ``tlsMinVersion`` and ``tlsCipherSuites`` take Go's names (``VersionTLS12``,
 ``TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256``), which this module translates to
 OpenSSL's; an unknown name stops start-up naming the field, an insecure suite
-is logged as upstream does. ``authentication.x509.clientCAFile`` makes the
-server ask for client certificates (the API server presents its
-``--kubelet-client-certificate``); who they belong to is decided by the
-authenticator, not here.
+is logged as upstream does.
+
+``authentication.x509.clientCAFile`` makes the server ask for client
+certificates (the API server presents its ``--kubelet-client-certificate``)
+and name the CAs it trusts in the request, as upstream's
+``tls.RequestClientCert`` with ``ClientCAs`` does. As there, the handshake
+does not verify them: a certificate from an unknown CA still connects, and the
+x509 authenticator (``pykubelet.server.auth``) verifies the chain on every
+request, so that a bad certificate is a 401 and a bearer token sent with it
+still authenticates. Python's ``ssl`` can only verify client certificates in
+the handshake (``CERT_OPTIONAL``), so the request-only mode is set through
+libssl (see ``_request_client_certificates``); where that cannot be done the
+handshake keeps verifying them, with a warning.
 """
 
 from __future__ import annotations
 
+import _ssl
+import ctypes
 import datetime
+import functools
 import ipaddress
 import os
 import ssl
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -317,7 +330,149 @@ def _configure(context: ssl.SSLContext, options: TLSOptions) -> None:
         # Ask for a client certificate without requiring one: requests without
         # one go on to token or anonymous authentication.
         context.verify_mode = ssl.CERT_OPTIONAL
+        problem = _request_client_certificates(context, options.client_ca_file)
+        if problem is not None:
+            _warn_verified_in_handshake(problem)
     context.set_alpn_protocols(["http/1.1"])
+
+
+# -- client certificates: requested in the handshake, verified per request -----------------
+#
+# Go's tls.RequestClientCert sends a CertificateRequest naming the client CAs
+# and accepts whatever certificate comes back; Python's ssl has no such mode.
+# OpenSSL does: a certificate verification callback that accepts every chain
+# (the client still proves it holds the key, in CertificateVerify). The
+# SSL_CTX behind an SSLContext is not exposed, so it is read from the
+# object: CPython's SSLContext struct has the SSL_CTX pointer as its first
+# member, right after the object header (3.11 to 3.13 checked). That is
+# checked before use: the libssl must be the ssl module's own (found through
+# the _ssl extension, same version string), and the pointer must show the
+# options and verify mode the SSLContext reports.
+
+_SSL_VERIFY_PEER: Final = 0x01
+_CertVerifyCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def _accept_any_chain(_store_ctx: int | None, _arg: int | None) -> int:
+    # The x509 authenticator verifies the chain on every request instead.
+    return 1
+
+
+# Lives as long as the process: every SSL_CTX it is installed on points at it.
+_ACCEPT_ANY_CHAIN: Final = _CertVerifyCallback(_accept_any_chain)
+
+
+@dataclass(frozen=True)
+class _LibSSL:
+    """The few libssl functions the request-only mode needs."""
+
+    lib: ctypes.CDLL
+
+    def options(self, ctx: int) -> int:
+        return int(self.lib.SSL_CTX_get_options(ctx))
+
+    def verify_mode(self, ctx: int) -> int:
+        return int(self.lib.SSL_CTX_get_verify_mode(ctx))
+
+    def accept_any_chain(self, ctx: int) -> None:
+        self.lib.SSL_CTX_set_cert_verify_callback(ctx, _ACCEPT_ANY_CHAIN, None)
+
+    def advertise_client_cas(self, ctx: int, ca_file: str) -> bool:
+        names = self.lib.SSL_load_client_CA_file(os.fsencode(ca_file))
+        if not names:
+            return False
+        self.lib.SSL_CTX_set_client_CA_list(ctx, names)  # takes the list
+        return True
+
+
+@functools.cache
+def _libssl() -> _LibSSL | str:
+    """The libssl the ssl module runs on, or why it cannot be used."""
+    if sys.implementation.name != "cpython":
+        return f"{sys.implementation.name} is not CPython"
+    try:
+        # Symbols looked up through _ssl's handle resolve in the libssl it was
+        # linked against, not in some other copy on the library path.
+        lib = ctypes.CDLL(getattr(_ssl, "__file__", None))
+        signatures = {
+            "OpenSSL_version": ([ctypes.c_int], ctypes.c_char_p),
+            "SSL_CTX_get_options": ([ctypes.c_void_p], ctypes.c_uint64),
+            "SSL_CTX_get_verify_mode": ([ctypes.c_void_p], ctypes.c_int),
+            "SSL_CTX_set_cert_verify_callback": (
+                [ctypes.c_void_p, _CertVerifyCallback, ctypes.c_void_p], None),
+            "SSL_load_client_CA_file": ([ctypes.c_char_p], ctypes.c_void_p),
+            "SSL_CTX_set_client_CA_list": ([ctypes.c_void_p, ctypes.c_void_p], None),
+        }
+        for name, (argtypes, restype) in signatures.items():
+            function = getattr(lib, name)
+            function.argtypes, function.restype = argtypes, restype
+    except (OSError, AttributeError) as err:
+        return f"cannot reach the ssl module's libssl: {err}"
+    version = (lib.OpenSSL_version(0) or b"").decode(errors="replace")  # OPENSSL_VERSION
+    if version != ssl.OPENSSL_VERSION:
+        return f"the libssl found is {version!r}, the ssl module reports {ssl.OPENSSL_VERSION!r}"
+    return _LibSSL(lib)
+
+
+def _ssl_ctx(context: ssl.SSLContext) -> int | None:
+    """The SSL_CTX pointer of ``context`` (CPython layout, checked by the caller)."""
+    return ctypes.c_void_p.from_address(id(context) + object.__basicsize__).value
+
+
+def _request_client_certificates(context: ssl.SSLContext, ca_file: str) -> str | None:
+    """Make ``context`` request client certificates without verifying them, naming the CAs
+    of ``ca_file``; why it could not, or None.
+
+    ``context`` must already ask for certificates (``CERT_OPTIONAL``); when
+    this fails it stays that way, i.e. OpenSSL verifies them in the handshake.
+    """
+    libssl = _libssl()
+    if isinstance(libssl, str):
+        return libssl
+    ctx = _ssl_ctx(context)
+    if not ctx:
+        return "the SSLContext holds no SSL_CTX where CPython keeps it"
+    if (libssl.options(ctx) != int(context.options)
+            or libssl.verify_mode(ctx) != _SSL_VERIFY_PEER):
+        return "the SSLContext's SSL_CTX is not where CPython keeps it"
+    if not libssl.advertise_client_cas(ctx, ca_file):
+        return f"libssl cannot read the CA names of {ca_file}"
+    libssl.accept_any_chain(ctx)
+    return None
+
+
+@functools.cache
+def _warn_verified_in_handshake(reason: str) -> None:
+    klog.warning("Client certificates are verified in the TLS handshake: a certificate from "
+                 "a CA outside authentication.x509.clientCAFile ends the connection instead "
+                 "of being answered 401", reason=reason)
+
+
+def peer_certificates(ssl_object: ssl.SSLObject | None) -> tuple[bytes, ...]:
+    """The DER certificates the client sent, its own first, then the chain it sent with it
+    (Go's ``PeerCertificates``); empty without a client certificate.
+    """
+    if ssl_object is None:
+        return ()
+    leaf = ssl_object.getpeercert(binary_form=True)
+    if not leaf:
+        return ()
+    sent = _unverified_chain(ssl_object)
+    # The server side of OpenSSL keeps the client's own certificate apart from
+    # the chain; Python puts it first.
+    return (bytes(leaf), *(der for der in sent if der != leaf))
+
+
+def _unverified_chain(ssl_object: ssl.SSLObject) -> list[bytes]:
+    public = getattr(ssl_object, "get_unverified_chain", None)  # Python 3.13+
+    if public is not None:
+        return [bytes(der) for der in public() or ()]
+    # Python 3.10 to 3.12 have it on the _ssl object only.
+    private = getattr(getattr(ssl_object, "_sslobj", None), "get_unverified_chain", None)
+    if private is None:
+        return []
+    return [cert.public_bytes(_ssl.ENCODING_DER) for cert in private() or ()
+            if cert is not None]
 
 
 def build_ssl_context(options: TLSOptions) -> ssl.SSLContext:
@@ -387,5 +542,6 @@ __all__ = [
     "check_cipher_suites",
     "generate_self_signed_cert_key",
     "initialize_tls",
+    "peer_certificates",
     "usable_cert_and_key",
 ]

@@ -150,6 +150,7 @@ class StatsProvider:
     def __init__(self, runtime: StatsRuntime, images: StatsImages, node_name: str,
                  root_dir: str, pod_logs_dir: str, *, proc: str = nodestats.PROC,
                  cgroup_root: str = nodestats.CGROUP_ROOT,
+                 volume_stats: Callable[[str], list[dict[str, Any]]] = lambda uid: [],
                  clock: Callable[[], float] = time.time) -> None:
         self._runtime = runtime
         self._images = images
@@ -159,6 +160,9 @@ class StatsProvider:
         self._proc = proc
         self._cgroup_root = cgroup_root
         self._clock = clock
+        # A pod UID -> its volumes' last measurement (the volume manager's, every
+        # volumeStatsAggPeriod).
+        self._volume_stats = volume_stats
         self._cpu = CPUUsageCache()
         self._sandbox_pids: dict[str, int] = {}
         self._sandbox_stats_unsupported_logged = False
@@ -475,7 +479,7 @@ class StatsProvider:
         network = _network(stamp, readings, "eth0")
         if network is not None:
             pod["network"] = network
-        pod["volume"] = []
+        pod["volume"] = self._volume_stats(pod["podRef"]["uid"])
         used = sum(c.get("rootfs", {}).get("usedBytes", 0) + c.get("logs", {}).get("usedBytes", 0)
                    for c in containers)
         inodes = sum(c.get("rootfs", {}).get("inodesUsed", 0)

@@ -20,12 +20,19 @@ reach running pods within a sync period). A volume that cannot be set up
 produces a ``FailedMount`` Warning event (upstream's ``MountVolume.SetUp failed
 for volume "x" : configmap "y" not found``) and the sync fails, so the pod stays
 in ``ContainerCreating`` and is retried; a refresh failure of a volume already
-set up is reported the same way but does not stop a running pod.
+set up is reported the same way but does not stop a running pod. A
+``persistentVolumeClaim`` volume is first resolved to its bound PV
+(``persistent``): a claim not bound yet fails the sync with upstream's
+``Unable to attach or mount volumes: ... PVC is not bound`` FailedMount event,
+and once mounted it is not read again; teardown only unmounts a PV, whose
+files are never the pod's to delete.
 
 ``mounts_for`` turns a container's ``volumeMounts`` into CRI mounts:
-``readOnly``, ``mountPropagation``, and ``subPath``/``subPathExpr`` resolved
-inside the volume (absolute paths, ``..`` and symlinks leading out of the
-volume are refused with a clear error, never followed).
+``readOnly``, ``mountPropagation``, and ``subPath``/``subPathExpr``. Absolute
+paths and ``..`` are refused with upstream's messages; a subPath is never
+handed to the runtime as a path string inside the volume, which a container
+could swap for a symlink, but as a bind mount the kubelet made of the object
+it checked (``subpath``), removed with the pod's volumes.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -46,12 +54,28 @@ from pykubelet.api.expansion import expand
 from pykubelet.events import WARNING, EventRecorder
 from pykubelet.util import klog
 from pykubelet.volumemanager.mount import mount_points_under, unmount
+from pykubelet.volumemanager.persistent import (
+    MOUNT_POINT_PLUGINS,
+    ClaimNotReady,
+    check_node_affinity,
+    resolve_claim,
+    set_up_persistent_volume,
+)
 from pykubelet.volumemanager.plugins import (
     VolumeError,
     VolumeSources,
     plugin_dir_name,
     set_up,
     volume_type,
+)
+from pykubelet.volumemanager.stats import DEFAULT_PERIOD as DEFAULT_STATS_PERIOD
+from pykubelet.volumemanager.stats import VolumeStatsCache
+from pykubelet.volumemanager.subpath import (
+    SubPath,
+    SubPathError,
+    clean_sub_paths,
+    prepare_safe_sub_path,
+    validate_sub_path,
 )
 
 FAILED_MOUNT = "FailedMount"
@@ -70,10 +94,6 @@ class VolumeMountError(Exception):
 
 class MountPrepareError(ValueError):
     """A container's volumeMounts cannot be made (shown as CreateContainerConfigError)."""
-
-
-class SubPathError(ValueError):
-    """A ``subPath`` that would leave its volume, or that cannot be prepared."""
 
 
 @dataclass
@@ -96,39 +116,20 @@ def volumes_dir(dirs: PodDirs, uid: str) -> str:
     return os.path.join(dirs.pod_dir(uid), "volumes")
 
 
-def resolve_subpath(volume_path: str, sub_path: str) -> str:
-    """The host path of ``sub_path`` inside ``volume_path``, created as directories if missing."""
-    if os.path.isabs(sub_path):
-        raise SubPathError(f"error SubPath `{sub_path}` must not be an absolute path")
-    parts = [p for p in sub_path.split("/") if p not in ("", ".")]
-    if ".." in sub_path.split("/"):
-        raise SubPathError(f"unable to provision SubPath `{sub_path}`: must not contain '..'")
-    base = os.path.realpath(volume_path)
-    mode = os.stat(base).st_mode & 0o7777
-    current = base
-    for part in parts:
-        candidate = os.path.join(current, part)
-        if not os.path.lexists(candidate):
-            os.mkdir(candidate, mode)
-            current = candidate
-            continue
-        real = os.path.realpath(candidate)
-        if real != base and not real.startswith(base + os.sep):
-            raise SubPathError(f"subpath {sub_path!r} resolves to {real!r}, outside the "
-                               f"volume path {volume_path!r}")
-        current = real
-    return current
-
-
 class VolumeManager:
     def __init__(self, dirs: PodDirs, recorder: EventRecorder,
                  sources: VolumeSources | None = None, *,
                  pod_runtime_removed: Callable[[str], bool] = lambda uid: False,
                  sources_ready: Callable[[], bool] = lambda: True,
                  torn_down: Sequence[Callable[[str], None]] = (),
-                 reconcile_period: float = RECONCILE_PERIOD) -> None:
+                 reconcile_period: float = RECONCILE_PERIOD,
+                 stats_period: float = DEFAULT_STATS_PERIOD,
+                 prepare_sub_path: Callable[[SubPath], str] = prepare_safe_sub_path) -> None:
         """``torn_down`` is called with a pod's UID once its volumes are all unmounted
-        (the token manager forgets the pod's tokens)."""
+        (the token manager forgets the pod's tokens). ``stats_period`` is
+        ``volumeStatsAggPeriod`` (``stats``; 0 measures nothing, as upstream's
+        disabled calculator). ``prepare_sub_path`` is replaced by tests only, to
+        check the subPath without mounting."""
         self._dirs = dirs
         self._recorder = recorder
         self._sources = sources
@@ -140,6 +141,11 @@ class VolumeManager:
         self._locks: dict[str, asyncio.Lock] = {}
         self._reconstructed = False
         self._torn_down = tuple(torn_down)
+        self._prepare_sub_path = prepare_sub_path
+        self._stats_period = stats_period
+        self._tear_down_lock = threading.Lock()
+        # What /stats/summary and /metrics read; refreshed by ``run``.
+        self.stats = VolumeStatsCache()
 
     def _lock(self, uid: str) -> asyncio.Lock:
         return self._locks.setdefault(uid, asyncio.Lock())
@@ -152,23 +158,45 @@ class VolumeManager:
         self._desired[uid] = pod
         volumes = list(pod.spec.volumes or [])
         failed: list[tuple[str, str]] = []
+        unprocessed: list[tuple[str, str]] = []
+        base = volumes_dir(self._dirs, uid)
         async with self._lock(uid):
             mounted = self._actual.setdefault(uid, {})
             for volume in volumes:
-                plugin = plugin_dir_name(volume)
-                path = os.path.join(volumes_dir(self._dirs, uid), plugin or "", volume.name)
+                claim = volume.persistent_volume_claim is not None
+                if claim and volume.name in mounted:
+                    continue  # a bound claim's PV stays what it is for the pod's life
+                spec_name = volume.name  # what events name: a claim's is its PV's name
                 try:
-                    if plugin is None:
-                        raise VolumeError(f'volume "{volume.name}" has type '
-                                          f"{volume_type(volume)}, which pykubelet cannot mount")
-                    result = await set_up(pod, volume, path, self._sources)
+                    if claim:
+                        bound = await resolve_claim(pod, volume, self._sources)
+                        plugin, spec_name = bound.plugin, bound.pv_name
+                        check_node_affinity(bound, self._sources)
+                        result = await asyncio.to_thread(
+                            set_up_persistent_volume, pod, bound,
+                            os.path.join(base, plugin, spec_name))
+                    else:
+                        known = plugin_dir_name(volume)
+                        if known is None:
+                            raise VolumeError(f'volume "{volume.name}" has type '
+                                              f"{volume_type(volume)}, which pykubelet "
+                                              f"cannot mount")
+                        plugin = known
+                        result = await set_up(pod, volume, os.path.join(base, plugin, spec_name),
+                                              self._sources)
                 except asyncio.CancelledError:
                     raise
+                except ClaimNotReady as err:
+                    # Upstream's populator: no per-volume event, the pod's sync reports it.
+                    klog.error("Error processing volume", str(err), pod=pod_ref(pod),
+                               volumeName=volume.name)
+                    unprocessed.append((volume.name, str(err)))
+                    continue
                 except Exception as err:
-                    message = (f'MountVolume.SetUp failed for volume "{volume.name}" : '
-                               f"{_describe(err)}")
+                    operation = getattr(err, "operation", VolumeError.operation)
+                    message = f'{operation} failed for volume "{spec_name}" : {_describe(err)}'
                     self._recorder.event(pod, WARNING, FAILED_MOUNT, message)
-                    klog.error("MountVolume.SetUp failed", _describe(err), pod=pod_ref(pod),
+                    klog.error(f"{operation} failed", _describe(err), pod=pod_ref(pod),
                                volume=volume.name)
                     if volume.name not in mounted:
                         failed.append((volume.name, message))
@@ -178,57 +206,66 @@ class VolumeManager:
                                    volume=volume.name)
                 mounted[volume.name] = MountedVolume(volume.name, plugin, result.path,
                                                      result.read_only)
-        if failed:
-            names = " ".join(name for name, _ in failed)
-            everything = " ".join(v.name for v in volumes)
-            raise VolumeMountError(
-                f"unmounted volumes=[{names}], unattached volumes=[{everything}]: "
-                + "; ".join(message for _, message in failed))
+        if failed or unprocessed:
+            # Upstream v1.35's WaitForAttachAndMount error; "unattached" lists only volumes
+            # of attachable plugins, and pykubelet has none.
+            names = {name for name, _ in failed + unprocessed}
+            unmounted = " ".join(v.name for v in volumes if v.name in names)
+            message = (f"unmounted volumes=[{unmounted}], unattached volumes=[], failed to "
+                       f"process volumes=[{' '.join(name for name, _ in unprocessed)}]: "
+                       + "; ".join(text for _, text in unprocessed + failed))
+            if unprocessed:
+                self._recorder.event(pod, WARNING, FAILED_MOUNT,
+                                     f"Unable to attach or mount volumes: {message}")
+            raise VolumeMountError(message)
 
     def mounts_for(self, pod: V1Pod, container: V1Container,
                    env: Mapping[str, str]) -> list[api_pb2.Mount]:
         """The CRI mounts of ``container``'s ``volumeMounts`` (upstream ``makeMounts``)."""
-        mounted = self._actual.get(pod_uid(pod), {})
+        uid = pod_uid(pod)
+        mounted = self._actual.get(uid, {})
         mounts: list[api_pb2.Mount] = []
-        for volume_mount in container.volume_mounts or []:
+        for index, volume_mount in enumerate(container.volume_mounts or []):
             volume = mounted.get(volume_mount.name)
             if volume is None:
                 raise MountPrepareError(
                     f"cannot find volume {volume_mount.name!r} to mount into container "
                     f"{container.name!r}")
-            try:
-                mounts.append(self._mount(container, volume_mount, volume, env))
-            except (SubPathError, OSError) as err:
-                raise MountPrepareError(
-                    f"failed to prepare subPath for volumeMount {volume_mount.name!r} of "
-                    f"container {container.name!r}: {err}") from err
+            sub_path = _sub_path(volume_mount, env)
+            mount = _cri_mount(container, volume_mount, volume.path, read_only=volume.read_only)
+            if sub_path:
+                # Last, once the entry is known to be valid: this one mounts.
+                mount.host_path = self._bind_sub_path(pod, container, volume_mount, SubPath(
+                    volume_path=volume.path, sub_path=sub_path,
+                    pod_dir=self._dirs.pod_dir(uid), volume_name=volume.name,
+                    container_name=container.name, mount_index=index))
+            mounts.append(mount)
         return mounts
 
-    @staticmethod
-    def _mount(container: V1Container, volume_mount: V1VolumeMount, volume: MountedVolume,
-               env: Mapping[str, str]) -> api_pb2.Mount:
-        host_path = volume.path
-        sub_path = volume_mount.sub_path or ""
-        if volume_mount.sub_path_expr:
-            if sub_path:
-                raise SubPathError("subpath and subPathExpr are mutually exclusive")
-            sub_path = expand(volume_mount.sub_path_expr, env.get)
-        if sub_path:
-            host_path = resolve_subpath(volume.path, sub_path)
-        propagation = PROPAGATION.get(volume_mount.mount_propagation)
-        if propagation is None:
-            raise SubPathError(f"invalid mountPropagation {volume_mount.mount_propagation!r}")
-        privileged = bool(container.security_context and container.security_context.privileged)
-        if propagation == api_pb2.MountPropagation.PROPAGATION_BIDIRECTIONAL and not privileged:
-            raise SubPathError("Bidirectional mount propagation is available only to "
-                               "privileged containers")
-        return api_pb2.Mount(container_path=volume_mount.mount_path, host_path=host_path,
-                             readonly=bool(volume_mount.read_only) or volume.read_only,
-                             propagation=propagation)
+    def _bind_sub_path(self, pod: V1Pod, container: V1Container, volume_mount: V1VolumeMount,
+                       sub_path: SubPath) -> str:
+        try:
+            return self._prepare_sub_path(sub_path)
+        except (SubPathError, OSError) as err:
+            # The details stay in the log: they describe the node's file system.
+            klog.error("Failed to prepare subPath for volumeMount of the container", err,
+                       pod=pod_ref(pod), containerName=container.name,
+                       volumeMountName=volume_mount.name)
+            raise MountPrepareError(
+                f'failed to prepare subPath for volumeMount "{volume_mount.name}" of '
+                f'container "{container.name}"') from err
 
     def pod_has_mounts(self, uid: str) -> bool:
-        """Whether something is still mounted under ``uid``'s directory (it must stay)."""
-        return bool(mount_points_under(self._dirs.pod_dir(uid)))
+        """Whether something is still mounted under ``uid``'s directory, or a PV's mount
+        point is left there (it must stay: it may hold the PV's data)."""
+        if mount_points_under(self._dirs.pod_dir(uid)):
+            return True
+        base = volumes_dir(self._dirs, uid)
+        for plugin in MOUNT_POINT_PLUGINS:
+            with contextlib.suppress(OSError):
+                if os.listdir(os.path.join(base, plugin)):
+                    return True
+        return False
 
     def mounted_volumes(self, uid: str) -> dict[str, MountedVolume]:
         return dict(self._actual.get(uid, {}))
@@ -236,9 +273,32 @@ class VolumeManager:
     # -- the reconciler -------------------------------------------------------------
 
     async def run(self) -> None:
+        """The reconciler; beside it, the volume stats every ``stats_period``, which
+        live and end with it (a failed measurement is logged and tried again)."""
+        stats = (asyncio.get_running_loop().create_task(self._measure_forever(),
+                                                        name="volume-stats")
+                 if self._stats_period > 0 else None)
+        try:
+            while True:
+                await self.reconcile()
+                await asyncio.sleep(self._period)
+        finally:
+            if stats is not None:
+                stats.cancel()
+
+    async def _measure_forever(self) -> None:
         while True:
-            await self.reconcile()
-            await asyncio.sleep(self._period)
+            try:
+                await self.measure_volumes()
+            except Exception as err:
+                klog.error("Measuring volumes failed", err)
+            await asyncio.sleep(self._stats_period)
+
+    async def measure_volumes(self) -> None:
+        """Measure the mounted volumes of every pod still wanted (in a worker thread)."""
+        pods = [(pod, dict(self._actual[uid])) for uid, pod in list(self._desired.items())
+                if uid in self._actual]
+        await asyncio.to_thread(self.stats.refresh, pods)
 
     async def reconcile(self) -> None:
         if not self._reconstructed:
@@ -284,7 +344,18 @@ class VolumeManager:
                           volumes=sorted(self._actual[uid]))
 
     def tear_down_pod(self, uid: str) -> None:
-        """Unmount and remove every volume directory of ``uid``."""
+        """Unmount and remove the subPath mounts, then every volume directory, of ``uid``.
+
+        Two callers run it in worker threads, the reconciler and the kubelet's
+        cleanup of orphaned pod directories; one at a time, or one would fail on
+        mounts the other has just removed."""
+        with self._tear_down_lock:
+            self._tear_down_pod(uid)
+
+    def _tear_down_pod(self, uid: str) -> None:
+        # The subPath mounts first: each holds part of a volume, keeping its tmpfs busy.
+        if not clean_sub_paths(self._dirs.pod_dir(uid)):
+            return
         base = volumes_dir(self._dirs, uid)
         if not os.path.isdir(base):
             return
@@ -297,11 +368,49 @@ class VolumeManager:
                 return  # never delete files under a mount we could not remove
         for plugin in os.listdir(base):
             for name in os.listdir(os.path.join(base, plugin)):
-                shutil.rmtree(os.path.join(base, plugin, name), ignore_errors=True)
+                path = os.path.join(base, plugin, name)
+                if plugin in MOUNT_POINT_PLUGINS:
+                    # A PV's mount point: what was under it is the PV's, never removed.
+                    try:
+                        os.rmdir(path)
+                    except OSError as err:
+                        klog.error("UnmountVolume.TearDown failed: the mount point is not "
+                                   "empty, kept", err, podUID=uid, path=path)
+                        continue
+                else:
+                    shutil.rmtree(path, ignore_errors=True)
                 klog.info("UnmountVolume.TearDown succeeded", podUID=uid, volume=name,
                           plugin=plugin)
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.join(base, plugin))
+
+
+def _sub_path(volume_mount: V1VolumeMount, env: Mapping[str, str]) -> str:
+    """The mount's ``subPath``, or its ``subPathExpr`` expanded; validated."""
+    sub_path = volume_mount.sub_path or ""
+    if volume_mount.sub_path_expr:
+        if sub_path:
+            raise MountPrepareError("subpath and subPathExpr are mutually exclusive")
+        sub_path = expand(volume_mount.sub_path_expr, env.get)
+    try:
+        validate_sub_path(sub_path)
+    except SubPathError as err:
+        raise MountPrepareError(str(err)) from err
+    return sub_path
+
+
+def _cri_mount(container: V1Container, volume_mount: V1VolumeMount, host_path: str, *,
+               read_only: bool) -> api_pb2.Mount:
+    propagation = PROPAGATION.get(volume_mount.mount_propagation)
+    if propagation is None:
+        raise MountPrepareError(f"invalid mountPropagation {volume_mount.mount_propagation!r}")
+    privileged = bool(container.security_context and container.security_context.privileged)
+    if propagation == api_pb2.MountPropagation.PROPAGATION_BIDIRECTIONAL and not privileged:
+        raise MountPrepareError("Bidirectional mount propagation is available only to "
+                                "privileged containers")
+    return api_pb2.Mount(container_path=volume_mount.mount_path, host_path=host_path,
+                         readonly=bool(volume_mount.read_only) or read_only,
+                         propagation=propagation)
 
 
 def _describe(err: BaseException) -> str:
@@ -309,5 +418,5 @@ def _describe(err: BaseException) -> str:
 
 
 __all__ = ["FAILED_MOUNT", "MountPrepareError", "MountedVolume", "PodDirs", "SubPathError",
-           "VolumeError", "VolumeManager", "VolumeMountError", "resolve_subpath", "volume_type",
+           "VolumeError", "VolumeManager", "VolumeMountError", "volume_type",
            "volumes_dir"]

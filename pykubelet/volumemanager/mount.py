@@ -1,9 +1,11 @@
-"""tmpfs mounts for memory-backed volumes (upstream ``mount-utils``, Linux only).
+"""The kubelet's own mounts (upstream ``mount-utils``, Linux only).
 
 Secrets, projected volumes, downwardAPI volumes and ``emptyDir`` with
 ``medium: Memory`` live on tmpfs so their content never reaches the node's
-disk. The mount(2)/umount2(2) system calls are made through libc directly:
-one call per volume, no ``mount`` binary to find and no process to start.
+disk; ``subPath`` mounts are bind mounts of a descriptor the kubelet opened
+(see ``subpath``). The mount(2)/umount2(2) system calls are made through libc
+directly: one call per mount, no ``mount`` binary to find and no process to
+start (and no ``mount`` canonicalizing a ``/proc/self/fd`` source into a path).
 Whether a directory is a mount point is read from ``/proc/self/mountinfo``.
 """
 
@@ -14,6 +16,9 @@ import ctypes.util
 import os
 
 MNT_DETACH = 2
+MS_RDONLY = 1
+MS_REMOUNT = 32
+MS_BIND = 4096
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -28,6 +33,22 @@ def mount_tmpfs(target: str, size_bytes: int | None = None) -> None:
         errno = ctypes.get_errno()
         raise MountError(errno, f"mount -t tmpfs -o {options} tmpfs {target}: "
                                 f"{os.strerror(errno)}")
+
+
+def bind_mount(source: str, target: str, *, read_only: bool = False) -> None:
+    """``mount --bind source target`` (not recursive, as upstream's subPath mounts).
+
+    ``read_only``: ``-o bind,ro``; the kernel takes the flag only on a remount of the
+    bind, so it is a second call, and the bind is undone if that one fails.
+    """
+    if _libc.mount(os.fsencode(source), os.fsencode(target), None, MS_BIND, None) != 0:
+        errno = ctypes.get_errno()
+        raise MountError(errno, f"mount --bind {source} {target}: {os.strerror(errno)}")
+    if read_only and _libc.mount(None, os.fsencode(target), None,
+                                 MS_REMOUNT | MS_BIND | MS_RDONLY, None) != 0:
+        errno = ctypes.get_errno()
+        unmount(target)
+        raise MountError(errno, f"mount -o remount,bind,ro {target}: {os.strerror(errno)}")
 
 
 def unmount(target: str) -> None:
@@ -73,4 +94,5 @@ def is_mount_point(path: str) -> bool:
     return os.path.realpath(path) in mount_points_under(path)
 
 
-__all__ = ["MountError", "is_mount_point", "mount_points_under", "mount_tmpfs", "unmount"]
+__all__ = ["MountError", "bind_mount", "is_mount_point", "mount_points_under", "mount_tmpfs",
+           "unmount"]

@@ -10,7 +10,9 @@ in-tree sources a pod needs without a storage driver:
 - ``configMap``, ``secret``, ``downwardAPI``, ``projected``: files written by
   the ``AtomicWriter`` from API objects, pod fields and service-account
   tokens; rewritten on every pod sync so changes reach running containers.
-  Secrets, downwardAPI and projected volumes are on tmpfs.
+  Secrets, downwardAPI and projected volumes are on tmpfs;
+- ``persistentVolumeClaim``: the claim's ``local`` or ``hostPath``
+  PersistentVolume (``persistent``).
 
 Each ``set_up`` is idempotent: the first call creates the volume, later calls
 refresh its content. Every directory is ``<pod>/volumes/<plugin>/<volume>``,
@@ -68,6 +70,9 @@ DEFAULT_MODE = 0o644
 class VolumeError(Exception):
     """The volume cannot be set up; the message is what the FailedMount event says."""
 
+    # The step the event names (upstream's operation executor's wording).
+    operation = "MountVolume.SetUp"
+
 
 class VolumeSources(Protocol):
     """What the plugins read from the cluster and the node."""
@@ -80,6 +85,17 @@ class VolumeSources(Protocol):
 
     async def service_account_token(self, pod: V1Pod, audience: str,
                                     expiration_seconds: int) -> str: ...
+
+    async def persistent_volume_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        """A PersistentVolumeClaim by GET; raises ``NotFoundError`` when it does not exist."""
+        ...
+
+    async def persistent_volume(self, name: str) -> dict[str, Any]: ...
+
+    def node_labels(self) -> Mapping[str, str]:
+        """The labels of this kubelet's Node (upstream ``GetNodeLabels``); raises
+        ``VolumeError`` when the Node cannot be read."""
+        ...
 
     def node_allocatable(self) -> tuple[int, int]:
         """(CPU millicores, memory bytes) for ``limits.*`` the container leaves unset."""

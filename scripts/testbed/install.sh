@@ -13,7 +13,9 @@ PACKAGES=(
     busybox-static               # userland of the busybox test image
     gcc libc6-dev                # compile the static pause binary
     iptables iproute2            # used by the CNI plugins and by cleanup
-    docker-registry skopeo       # optional: serve/inspect the test images as a registry
+    docker-registry skopeo       # the testbed registry (registry.sh) and pushing images into it
+    apache2-utils                # htpasswd: the registry's bcrypt password file
+    openssl                      # the registry's CA and serving certificate
     prometheus                   # scrapes the kubelet API's metrics in the tests, as in a cluster
     libbsd0                      # netcat-openbsd's library, for the e2e agnhost image
 )
@@ -48,7 +50,7 @@ rm -f "$apt_log"
 
 # The Debian package enables the host containerd service; the testbed runs its
 # own daemon and does not need it, but leaving it running is harmless.
-for tool in containerd runc ctr gcc; do
+for tool in containerd runc ctr gcc docker-registry skopeo htpasswd openssl; do
     command -v "$tool" >/dev/null || die "$tool still missing after installing packages"
 done
 [[ -x /usr/lib/cni/bridge ]] || die "/usr/lib/cni/bridge missing after installing packages"

@@ -32,6 +32,7 @@ from pykubelet.kubelet.resources import runtime_sandbox_image
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
 from pykubelet.kuberuntime.gc import ContainerGC
 from pykubelet.stats import ImageFsStatsProvider
+from testsupport.kubelet_process import write_kernel_tunables
 from testsupport.polling import wait_until_async
 from testsupport.testbed import SCRIPTS_DIR, Testbed
 
@@ -43,8 +44,10 @@ class Node:
     def __init__(self, testbed: Testbed, base: Path) -> None:
         self.root = f"pykubelet-evict-{secrets.token_hex(4)}"
         CgroupManager().create((self.root,))
+        # Kernel tunables from a directory of the test's: the host's /proc/sys stays as it is.
         self.cm = ContainerManager(NodeConfig(cgroup_root="/" + self.root,
-                                              root_dir=str(base)))
+                                              root_dir=str(base)),
+                                   sysctl_dir=str(write_kernel_tunables(base / "sysctl")))
         self.cm.start()
         self.runtime_service = RemoteRuntimeService(testbed.endpoint)
         self.image_service = RemoteImageService(testbed.endpoint)

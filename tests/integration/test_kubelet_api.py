@@ -3,18 +3,20 @@
 A client holding a certificate from the cluster CA (as the API server's
 ``--kubelet-client-certificate`` is) reads pods, logs, stats and metrics,
 runs commands and forwards ports, exactly over the wire format ``kubectl``
-and Prometheus use. Strangers are turned away.
+and Prometheus use. Strangers are turned away: as upstream, their
+certificates are not refused in the TLS handshake but do not authenticate
+(401).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import json
 import ssl
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from cryptography.x509.oid import ExtendedKeyUsageOID
 from prometheus_client.parser import text_string_to_metric_families
 
 from testsupport.kubelet_process import (
@@ -68,9 +71,10 @@ UPSTREAM_METRIC_NAMES = [
 class Node:
     """The kubelet under test and the credentials of its callers."""
 
-    def __init__(self, kubelet: KubeletProcess, admin: ClientCert, stranger: ClientCert,
-                 server_ca: Path) -> None:
+    def __init__(self, kubelet: KubeletProcess, ca: TestCA, admin: ClientCert,
+                 stranger: ClientCert, server_ca: Path) -> None:
         self.kubelet = kubelet
+        self.ca = ca
         self.admin = admin
         self.stranger = stranger
         self.server_ca = server_ca
@@ -111,7 +115,7 @@ def node(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         kubelet.wait_phase("talker", "Running")
         kubelet.wait_phase("httpd", "Running")
         kubelet.wait_log_lines("talker", "c", 6)  # the tail tests ask for 4
-        yield Node(kubelet, admin, stranger, kubelet.cert_dir / "kubelet.crt")
+        yield Node(kubelet, ca, admin, stranger, kubelet.cert_dir / "kubelet.crt")
     finally:
         kubelet.stop()
         remove_everything(testbed.endpoint)
@@ -142,11 +146,37 @@ async def test_no_credentials_is_401(node: Node, session: aiohttp.ClientSession)
         assert (response.status, await response.text()) == (401, "Unauthorized")
 
 
-async def test_certificate_from_another_ca_is_refused(node: Node,
-                                                      session: aiohttp.ClientSession) -> None:
-    # Verified at the handshake: the connection does not get as far as a request.
-    with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
-        await get(session, node, "/pods", node.stranger)
+async def test_certificate_from_another_ca_completes_the_handshake_and_gets_401(
+        node: Node, session: aiohttp.ClientSession) -> None:
+    # Upstream asks for a client certificate without verifying it in the
+    # handshake; the x509 authenticator does not accept it.
+    assert await get(session, node, "/pods", node.stranger) == (401, "Unauthorized")
+    assert "verified in the TLS handshake" not in node.kubelet.log_text()
+    assert "x509: certificate signed by unknown authority" in node.kubelet.log_text()
+
+
+async def test_expired_or_server_only_certificates_from_the_cluster_ca_get_401(
+        node: Node, session: aiohttp.ClientSession) -> None:
+    expired = node.ca.client("system:kube-apiserver-kubelet-client", ("system:masters",),
+                             "expired", valid=(datetime.timedelta(days=-2),
+                                               datetime.timedelta(days=-1)))
+    serving = node.ca.client("system:kube-apiserver-kubelet-client", ("system:masters",),
+                             "serving-only", usages=(ExtendedKeyUsageOID.SERVER_AUTH,))
+    for holder in (expired, serving):
+        assert await get(session, node, "/pods", holder) == (401, "Unauthorized"), holder
+    # The cluster CA's current client certificate still gets in.
+    assert (await get(session, node, "/pods"))[0] == 200
+
+
+def test_the_certificate_request_names_the_client_ca(node: Node) -> None:
+    # Go clients (the API server among them) send a certificate only if it is
+    # issued by a CA the request names, as with upstream's ClientCAs.
+    result = subprocess.run(
+        ["openssl", "s_client", "-connect", f"127.0.0.1:{node.kubelet.port}",
+         "-CAfile", str(node.server_ca)],
+        input="", capture_output=True, text=True, timeout=30, check=False)
+    names = result.stdout.split("Acceptable client certificate CA names", 1)[-1]
+    assert names.splitlines()[1:2] == ["CN = cluster-ca"], result.stdout[-2000:]
 
 
 async def test_configz_and_healthz(node: Node, session: aiohttp.ClientSession) -> None:
@@ -467,19 +497,14 @@ def test_server_tls_bootstrap_without_an_api_server_is_a_clear_error(
         testbed: Testbed, tmp_path: Path) -> None:
     """No API server to issue the serving certificate: the kubelet says so and exits 1."""
     kubelet = KubeletProcess(tmp_path, testbed.endpoint, extra_config={"serverTLSBootstrap": True})
-    log = open(kubelet.log_file, "ab")  # noqa: SIM115 - handed to the child process
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pykubelet", "--config", str(kubelet.config_path),
-         "--root-dir", str(kubelet.root), "--cert-dir", str(kubelet.cert_dir)],
-        stdout=log, stderr=subprocess.STDOUT)
-    log.close()
+    # Launched as every test kubelet is (its kernel tunables masked), not waited on to serve.
+    kubelet.launch()
+    assert kubelet.process is not None
     try:
-        assert process.wait(60) == 1
+        assert kubelet.process.wait(60) == 1
     finally:
         # It never gets as far as running pods: nothing to remove from the runtime.
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        kubelet.stop()
     assert "starting the kubelet server: serverTLSBootstrap needs an API server" in (
         kubelet.log_text()), kubelet.log_text()[-2000:]
     assert not (kubelet.cert_dir / "kubelet.crt").exists()

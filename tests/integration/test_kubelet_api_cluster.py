@@ -46,6 +46,7 @@ from testsupport.kubelet_process import (
     free_port,
     remove_everything,
 )
+from testsupport.pki import TestCA
 from testsupport.polling import wait_until, wait_until_async
 from testsupport.testbed import Testbed
 
@@ -186,6 +187,13 @@ async def test_service_account_token_is_reviewed_and_rbac_decides(delegated: Del
 
 async def test_bad_token_is_401_even_with_anonymous_enabled(delegated: Delegated) -> None:
     assert await delegated.get("/pods", "not-a-real-token") == (401, "Unauthorized")
+
+
+async def test_certificate_from_an_unknown_ca_is_401_even_with_anonymous_enabled(
+        delegated: Delegated, tmp_path: Path) -> None:
+    stranger = TestCA(tmp_path, "other-ca").client("intruder")
+    assert await delegated.get("/pods", cert=(stranger.cert_file, stranger.key_file)) == (
+        401, "Unauthorized")
 
 
 async def test_anonymous_requests_are_authorized_as_system_anonymous(

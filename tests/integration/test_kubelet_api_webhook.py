@@ -7,7 +7,10 @@ mode ``Webhook`` (a ``SubjectAccessReview`` for every request) are the
 configuration's defaults. The API server presents its
 ``--kubelet-client-certificate`` and is authorized like any other caller, so
 ``kubectl logs`` and ``kubectl exec`` work only if the whole chain does; a
-service account that RBAC does not grant ``nodes/proxy`` is refused.
+service account that RBAC does not grant ``nodes/proxy`` is refused. A client
+certificate from a CA the kubelet does not trust does not end the connection:
+it does not authenticate (401), and a valid bearer token sent with it still
+does, as with upstream's kubelet.
 
 A module of its own: no other kubelet shares the runtime meanwhile (a kubelet
 tears down sandboxes it does not know).
@@ -20,6 +23,7 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +37,7 @@ from testsupport.cluster import ClusterKubelet, create, get_pod, unique_node_nam
 from testsupport.cluster import api_pod as cluster_api_pod
 from testsupport.controlplane import ControlPlane
 from testsupport.kubelet_process import remove_everything
+from testsupport.pki import ClientCert, TestCA
 from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
@@ -47,10 +52,13 @@ class WebhookNode:
         self.plane = plane
         self.pod = pod
 
-    def get(self, path: str, token: str | None = None) -> tuple[int, str]:
+    def get(self, path: str, token: str | None = None,
+            cert: ClientCert | None = None) -> tuple[int, str]:
         """GET on the kubelet port, as a caller that pins the kubelet's self-signed CA."""
         context = ssl.create_default_context(
             cafile=str(self.kubelet.cert_dir / "kubelet.crt"))
+        if cert is not None:
+            context.load_cert_chain(str(cert.cert_file), str(cert.key_file))
         request = urllib.request.Request(
             f"https://127.0.0.1:{self.kubelet.port}{path}",
             headers={"Authorization": f"Bearer {token}"} if token else {})
@@ -80,6 +88,11 @@ def webhook_node(control_plane: ControlPlane, testbed: Testbed,
     try:
         kubelet.start()
         kubelet.wait_ready(60)
+        # The ServiceAccount admission plugin needs the namespace's default
+        # account, which a control plane started just now may not have yet.
+        wait_until(lambda: plane.kubectl("get", "serviceaccount", "default", "-n", NAMESPACE,
+                                         check=False).returncode == 0,
+                   60, "the default service account")
         create(plane, cluster_api_pod(
             pod, name, testbed.busybox_image,
             "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.5; done", grace=1))
@@ -132,3 +145,33 @@ def test_webhook_kubelet_refuses_what_rbac_does_not_grant(webhook_node: WebhookN
             assert answer[1].startswith("tick "), answer
     finally:
         plane.kubectl("delete", "serviceaccount", account, "-n", NAMESPACE, "--wait=false")
+
+
+def test_a_certificate_from_an_unknown_ca_leaves_the_bearer_token_to_decide(
+        webhook_node: WebhookNode, tmp_path: Path) -> None:
+    plane = webhook_node.plane
+    # An impostor's certificate names the most powerful user there is.
+    stranger = TestCA(tmp_path, "other-ca").client("kube-apiserver-kubelet-client",
+                                                   ("system:masters",))
+    # The handshake completes; the certificate does not authenticate.
+    assert webhook_node.get("/pods", cert=stranger) == (401, "Unauthorized")
+    account = unique("carrier")
+    token = service_account_token(plane, account)
+    try:
+        # With a valid token beside it, the request is the token's user's
+        # (whom RBAC grants nothing on nodes), not the certificate's.
+        status, body = webhook_node.get("/pods", token, cert=stranger)
+        assert (status, body) == (403, f"Forbidden (user=system:serviceaccount:{NAMESPACE}:"
+                                       f"{account}, verb=get, resource=nodes, "
+                                       f"subresource(s)=[pods proxy])\n")
+        with cluster_role(plane, unique("node-proxy"), "proxy", account):
+            wait_until(lambda: webhook_node.get("/pods", token, cert=stranger)[0] == 200,
+                       30, "the granted role to let the token through beside the certificate",
+                       interval=0.5)
+    finally:
+        plane.kubectl("delete", "serviceaccount", account, "-n", NAMESPACE, "--wait=false")
+    # The API server's own client certificate, made by the control plane's
+    # openssl from the cluster CA, still authenticates (system:masters).
+    issued = ClientCert(plane.apiserver_kubelet_client_cert,
+                        plane.apiserver_kubelet_client_cert.with_suffix(".key"))
+    assert webhook_node.get("/pods", cert=issued)[0] == 200

@@ -20,8 +20,10 @@ from pykubelet.cri.logfile import read_log_lines
 from testsupport.kubelet_process import (
     KubeletProcess,
     busybox_pod,
+    masked_command,
     running_kubelet,
     runtime_view,
+    write_kernel_tunables,
 )
 from testsupport.testbed import Testbed
 
@@ -183,10 +185,12 @@ def run_pykubelet(tmp_path: Path, config: dict[str, Any], endpoint: str
                                     "authentication": {"webhook": {"enabled": False},
                                                        "anonymous": {"enabled": True}},
                                     "authorization": {"mode": "AlwaysAllow"}, **config}))
-    return subprocess.run(
+    # Its kernel tunables masked, as every test kubelet's, should it get as far as them.
+    command = masked_command(
         [sys.executable, "-m", "pykubelet", "--config", str(path), "--root-dir",
-         str(tmp_path / "root")], capture_output=True, text=True, timeout=60, check=False,
-        env={**os.environ})
+         str(tmp_path / "root")], tunables=write_kernel_tunables(tmp_path / "kernel-tunables"))
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ})
 
 
 @pytest.mark.parametrize(("config", "expected"), [

@@ -25,21 +25,25 @@ from testsupport.testbed import Testbed
 pytestmark = pytest.mark.containerd
 
 
-def container_log(kubelet: KubeletProcess, name: str, container: str) -> str:
-    """The container's output (the CRI log lines' content), as ``kubectl logs`` shows it."""
+def container_log(kubelet: KubeletProcess, name: str, container: str, *,
+                  every_start: bool = False) -> str:
+    """The container's output (the CRI log lines' content), as ``kubectl logs`` shows it:
+    of its first start, or of every start in turn (a log file ``N.log`` per start)."""
     pod = kubelet.pod(name)
     if pod is None:
         return ""
     meta = pod["metadata"]
-    path = (kubelet.logs_dir / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
-            / container / "0.log")
-    if not path.exists():
-        return ""
+    directory = (kubelet.logs_dir / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
+                 / container)
+    starts = sorted(directory.glob("*.log"), key=lambda path: int(path.stem))
     lines = []
-    for line in path.read_text(errors="replace").splitlines():
-        parts = line.split(" ", 3)
-        if len(parts) == 4:
-            lines.append(parts[3])
+    for path in starts if every_start else [directory / "0.log"]:
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            parts = line.split(" ", 3)
+            if len(parts) == 4:
+                lines.append(parts[3])
     return "\n".join(lines)
 
 
@@ -244,6 +248,14 @@ def test_sub_path_and_sub_path_expr_and_traversal_refused(kubelet: KubeletProces
     uid = kubelet.pod("subpath")["metadata"]["uid"]  # type: ignore[index]
     data = kubelet.root / "pods" / uid / "volumes" / "kubernetes.io~empty-dir" / "data"
     assert (data / "a" / "b" / "f").read_text() == "one\n"
+    # Each subPath is the kubelet's own bind mount, which goes with the pod.
+    pod_dir = kubelet.root / "pods" / uid
+    subpaths = pod_dir / "volume-subpaths" / "data" / "app"
+    assert sorted(mounts_under(subpaths)) == [str(subpaths.resolve() / "0"),
+                                              str(subpaths.resolve() / "1")]
+    (kubelet.manifests / "subpath.yaml").unlink()
+    kubelet.wait_for(lambda: not pod_dir.exists() and not mounts_under(pod_dir), 60,
+                     "the subPath mounts and the directory of the removed pod cleaned up")
 
     escape = busybox_pod(
         "escape",
@@ -265,14 +277,15 @@ def test_volumes_of_a_pod_removed_while_the_kubelet_was_down_are_cleaned(
     try:
         manifest = first.write_pod(busybox_pod(
             "leftover",
-            [{**script("app", "echo x > /ram/f"),
-              "volumeMounts": [{"name": "ram", "mountPath": "/ram"}]}],
+            [{**script("app", "echo x > /ram/f; echo y > /sub/f"),
+              "volumeMounts": [{"name": "ram", "mountPath": "/ram"},
+                               {"name": "ram", "mountPath": "/sub", "subPath": "sub"}]}],
             testbed.busybox_image, volumes=[{"name": "ram", "emptyDir": {"medium": "Memory"}}],
             terminationGracePeriodSeconds=1))
         wait_log(first, "leftover", "app", "DONE")
         uid = first.pod("leftover")["metadata"]["uid"]  # type: ignore[index]
         pod_dir = first.root / "pods" / uid
-        assert mounts_under(pod_dir)
+        assert len(mounts_under(pod_dir)) == 2  # the tmpfs and the subPath's bind mount
         first.stop(signal.SIGKILL)
         manifest.unlink()
         second = KubeletProcess(tmp_path, testbed.endpoint,
@@ -286,3 +299,49 @@ def test_volumes_of_a_pod_removed_while_the_kubelet_was_down_are_cleaned(
     finally:
         first.stop()
         remove_everything(testbed.endpoint)
+
+
+RACE_PODS = 6
+RACE_SECONDS = 12
+
+
+def test_sub_path_swapped_for_a_symlink_never_exposes_a_host_directory(
+        kubelet: KubeletProcess, testbed: Testbed, tmp_path: Path) -> None:
+    """The CVE-2021-25741 race: a container turns the subPath directory into a symlink to a
+    host directory, over and over, while the kubelet starts a second container mounting it.
+
+    Checking the path and then handing the runtime the path string lets the runtime follow
+    the symlink made in between; each pod here is one try, all at once.
+    """
+    host_dir = tmp_path / "hostsecret"
+    host_dir.mkdir()
+    (host_dir / "secret.txt").write_text("HOST-SECRET\n")
+    # Renames, so that x is nearly always there: a real directory or the symlink.
+    flip = (f"ln -s {host_dir} /data/link; mkdir /data/x\n"
+            f"end=$(( $(date +%s) + {RACE_SECONDS} ))\n"
+            'while [ "$(date +%s)" -lt "$end" ]; do\n'
+            "  mv /data/x /data/dir; mv /data/link /data/x\n"
+            "  mv /data/x /data/link; mv /data/dir /data/x\n"
+            "done\n")
+    read = ("if cat /mnt/secret.txt; then echo LEAKED; else echo SAFE; fi; "
+            "ls -la /mnt")
+    names = [f"race-{index}" for index in range(RACE_PODS)]
+    for name in names:
+        kubelet.write_pod(busybox_pod(
+            name,
+            [{**script("flipper", flip),
+              "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+              # The reader starts after this hook returns: once the flipping has begun.
+              "lifecycle": {"postStart": {"exec": {"command": [
+                  "sh", "-c", "until [ -L /data/link ]; do sleep 0.1; done; sleep 1"]}}}},
+             {**script("reader", read),
+              "volumeMounts": [{"name": "data", "mountPath": "/mnt", "subPath": "x"}]}],
+            testbed.busybox_image, volumes=[{"name": "data", "emptyDir": {}}],
+            terminationGracePeriodSeconds=1))
+    # Each reader starts in the end: once the flipper stops, x stays a directory.
+    logs = {name: kubelet.wait_for(lambda name=name: "DONE" in (text := container_log(
+        kubelet, name, "reader", every_start=True)) and text, 120, f"the reader of {name} done")
+        for name in names}
+    leaked = sorted(name for name, text in logs.items() if "HOST-SECRET" in text)
+    assert not leaked, f"host file read through the subPath in {leaked}: {logs}"
+    assert all("SAFE" in text for text in logs.values())

@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes_asyncio.client import AuthenticationV1TokenRequest, V1Node, V1Pod
 
 from pykubelet.client.informer import ObjectInformer
+from pykubelet.cm.cpumanager import CPUManager, new_cpu_manager
 from pykubelet.cmd.options import parse_command_line
 from pykubelet.container.cache import PodCache
 from pykubelet.cri import RemoteImageService, RemoteRuntimeService
@@ -25,11 +26,12 @@ from pykubelet.events import Event, LoggingRecorder
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import RootDirs
 from pykubelet.kubelet.kubelet import Kubelet, KubeletOptions, SyncLoopMonitor
+from pykubelet.kubelet.network_linux import IPTablesUtilChains
 from pykubelet.kubelet.node_status import ClusterParts
 from pykubelet.kubelet.pod_manager import PodManager
 from pykubelet.kubelet.resources import build_resource_managers, new_container_manager
 from pykubelet.kubelet.runtime_state import RuntimeState
-from pykubelet.kubelet.volume_host import VolumeHost
+from pykubelet.kubelet.volume_host import PersistentVolumeReader, VolumeHost
 from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
 from pykubelet.lifecycle.admission import PodAdmitHandler
 from pykubelet.nodelease import NodeLeaseController
@@ -108,6 +110,10 @@ async def _no_object(namespace: str, name: str) -> dict[str, Any] | None:
     return None
 
 
+async def _no_volume(name: str) -> dict[str, Any] | None:
+    return None
+
+
 async def _no_token(namespace: str, name: str, request: AuthenticationV1TokenRequest
                     ) -> tuple[str, datetime.datetime]:
     raise AssertionError("these tests request no token")
@@ -129,7 +135,8 @@ def cluster_parts(recorder: LoggingRecorder,
         service_reflector=Reflector("services", ApiListWatch(_no_list), services),
         config_maps=Manager(RecordingStore("configmap"), lambda pod: set()),
         secrets=Manager(RecordingStore("secret"), lambda pod: set()),
-        tokens=TokenManager(_no_token))
+        tokens=TokenManager(_no_token),
+        persistent_volumes=PersistentVolumeReader(_no_object, _no_volume))
 
 
 class Built:
@@ -144,8 +151,10 @@ class Built:
 
 def build_kubelet(root_dir: Path, *, cluster: ClusterParts | None,
                   recorder: LoggingRecorder | None = None,
-                  admit_handlers: list[PodAdmitHandler] | None = None) -> Built:
-    """A ``Kubelet`` of real modules over the fakes, standalone when ``cluster`` is None."""
+                  admit_handlers: list[PodAdmitHandler] | None = None,
+                  iptables_util_chains: IPTablesUtilChains | None = None) -> Built:
+    """A ``Kubelet`` of real modules over the fakes, standalone when ``cluster`` is None;
+    without iptables utility chains unless given."""
     recorder = recorder or LoggingRecorder()
     events: list[Event] = []
     recorder.listeners.append(events.append)
@@ -179,12 +188,20 @@ def build_kubelet(root_dir: Path, *, cluster: ClusterParts | None,
         stats_provider=StatsProvider(deps.runtime_service, deps.image_service, NODE,
                                      str(root_dir), str(root_dir / "pod-logs")),
         admit_handlers=admit_handlers or [], pod_sync_loop_handlers=[],
-        resources=resources,
+        resources=resources, cpu_manager=none_cpu_manager(root_dir, deps.runtime_service),
         volume_manager=VolumeManager(RootDirs(str(root_dir)), recorder, volume_host,
                                      pod_runtime_removed=lambda uid: True,
                                      sources_ready=lambda: True),
-        cluster=cluster)
+        iptables_util_chains=iptables_util_chains, cluster=cluster)
     return Built(kubelet, workers, events)
+
+
+def none_cpu_manager(root_dir: Path, runtime_service: RemoteRuntimeService) -> CPUManager:
+    """The default CPU manager (policy ``none``): no exclusive CPUs."""
+    return new_cpu_manager(policy_name="none", root_dir=str(root_dir), reserved_system_cpus="",
+                           kube_reserved={}, system_reserved={}, reconcile_period=10.0,
+                           runtime_service=runtime_service, active_pods=list,
+                           pod_status=lambda uid: None, sources_ready=lambda: True)
 
 
 async def _no_kill(pod: V1Pod, grace: int, status_func: Any) -> None:

@@ -9,7 +9,7 @@ pod, and the pod syncer then ends the pod.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -209,7 +209,8 @@ class FakeRuntime:
         self.kills: list[int | None] = []
         self.after_kill = runtime_status(exited())
 
-    async def sync_pod(self, pod: V1Pod, pod_status: PodStatus) -> PodSyncResult:
+    async def sync_pod(self, pod: V1Pod, pod_status: PodStatus,
+                       pull_secrets: Sequence[object] = ()) -> PodSyncResult:
         self.syncs += 1
         return PodSyncResult()
 

@@ -41,6 +41,7 @@ from pykubelet.cm.cgroups import (
 )
 from pykubelet.cm.helpers import cpu_shares_to_weight, milli_cpu_to_quota, milli_cpu_to_shares
 from pykubelet.config.units import parse_eviction_thresholds
+from testsupport.kubelet_process import write_kernel_tunables
 
 
 def pod(*containers: tuple[dict[str, str] | None, dict[str, str] | None], uid: str = "",
@@ -263,12 +264,13 @@ def read(controller: str, path: str, filename: str) -> str:
 
 
 @needs_v1_root
-def test_hierarchy_pod_cgroup_and_cleanup_on_the_hosts_cgroups(cgroup_root: str) -> None:
+def test_hierarchy_pod_cgroup_and_cleanup_on_the_hosts_cgroups(cgroup_root: str,
+                                                                tmp_path: Path) -> None:
     pods: list[V1Pod] = []
     manager = ContainerManager(
         NodeConfig(cgroup_root=cgroup_root, system_reserved={"memory": "1Gi"},
                    pod_pids_limit=64),
-        active_pods=lambda: pods)
+        active_pods=lambda: pods, sysctl_dir=str(write_kernel_tunables(tmp_path)))
     manager.start()
     kubepods = f"{cgroup_root}/kubepods"
     capacity = manager.capacity.values
@@ -301,7 +303,8 @@ def test_hierarchy_pod_cgroup_and_cleanup_on_the_hosts_cgroups(cgroup_root: str)
 
 
 @needs_v1_root
-def test_missing_cgroup_root_is_a_start_up_error() -> None:
-    manager = ContainerManager(NodeConfig(cgroup_root="/pykubelet-does-not-exist"))
+def test_missing_cgroup_root_is_a_start_up_error(tmp_path: Path) -> None:
+    manager = ContainerManager(NodeConfig(cgroup_root="/pykubelet-does-not-exist"),
+                               sysctl_dir=str(write_kernel_tunables(tmp_path)))
     with pytest.raises(ContainerManagerError, match="cgroupRoot"):
         manager.start()

@@ -29,9 +29,7 @@ from pykubelet.kuberuntime.images import (
     ImagePullError,
     ImageReference,
     apply_default_tag,
-    credentials_from_pull_secrets,
     default_pull_policy,
-    lookup_credentials,
     parse_image_reference,
 )
 from pykubelet.kuberuntime.manager import RuntimeManagerOptions
@@ -645,22 +643,6 @@ def docker_config_secret(auths: dict[str, Any]) -> dict[str, Any]:
     return {"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": payload}}
 
 
-def test_pull_secret_credentials_match_by_host_and_path() -> None:
-    encoded = base64.b64encode(b"robot:s3cret").decode()
-    secret = docker_config_secret({
-        "https://index.docker.io/v1/": {"username": "hub", "password": "h"},
-        "registry.local:5000/team": {"auth": encoded},
-        "*.corp.example": {"username": "corp", "password": "c"},
-    })
-    creds = credentials_from_pull_secrets([secret])
-    assert [a.username for a in lookup_credentials("busybox:1", creds)] == ["hub"]
-    team = lookup_credentials("registry.local:5000/team/app:1", creds)
-    assert [(a.username, a.password) for a in team] == [("robot", "s3cret")]
-    assert lookup_credentials("registry.local:5000/other/app:1", creds) == []
-    assert [a.username for a in lookup_credentials("eu.corp.example/x:1", creds)] == ["corp"]
-    assert lookup_credentials("a.b.corp.example/x:1", creds) == []
-
-
 class FakeImageService:
     """Stands in for containerd's image service: one image present, pulls scripted."""
 
@@ -794,6 +776,15 @@ async def test_pulls_are_serialised_unless_asked_otherwise() -> None:
         await asyncio.gather(*(manager.ensure_image_exists(p, p.spec.containers[0])
                                for p in pods))
         assert service.max_active == expected
+
+
+async def test_max_parallel_image_pulls_bounds_concurrent_pulls() -> None:
+    service = FakeImageService({})
+    manager = ImageManager(service, serialize_pulls=False, max_parallel_pulls=2)
+    pods = [image_pod(f"img{i}:1", uid=f"u{i}") for i in range(5)]
+    await asyncio.gather(*(manager.ensure_image_exists(p, p.spec.containers[0]) for p in pods))
+    assert service.max_active == 2
+    assert len(service.pulls) == 5
 
 
 async def test_pull_qps_limit() -> None:

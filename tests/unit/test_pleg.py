@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -87,7 +88,8 @@ class FakeRuntime:
                 for cid, state in self.containers.get(uid, {}).items()
             ])
 
-    async def sync_pod(self, pod: Any, status: PodStatus) -> PodSyncResult:
+    async def sync_pod(self, pod: Any, status: PodStatus,
+                       pull_secrets: Sequence[object] = ()) -> PodSyncResult:
         raise AssertionError("PLEG never syncs pods")
 
     async def kill_pod(self, pod: Any, running: Pod, grace_period_override: int | None = None

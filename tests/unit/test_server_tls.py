@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ipaddress
+import logging
 import ssl
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pykubelet.server import tls
 from pykubelet.server.tls import TLSConfigError, TLSOptions, initialize_tls
+from testsupport.pki import ClientCert, TestCA
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -239,7 +241,7 @@ def _client_pair(tmp_path: Path) -> tuple[Path, Path, Path]:
     return paths
 
 
-async def test_serving_context_still_verifies_client_certificates(tmp_path: Path) -> None:
+async def test_serving_context_passes_client_certificates_on(tmp_path: Path) -> None:
     serving_cert, client = _ca_pair(tmp_path, "serving")
     ca_file, cert_file, key_file = _client_pair(tmp_path)
     client.load_cert_chain(str(cert_file), str(key_file))
@@ -263,3 +265,108 @@ async def test_serving_context_still_verifies_client_certificates(tmp_path: Path
         await server.wait_closed()
     assert seen and seen[0] is not None
     assert x509.load_der_x509_certificate(seen[0]).subject.rfc4514_string() == "CN=operator"
+
+
+# -- client certificates: asked for in the handshake, verified by the authenticator ----------
+
+
+async def _certificates_seen(server_context: ssl.SSLContext,
+                             client: ssl.SSLContext) -> tuple[bytes, ...]:
+    """What the server's handler got as the client's certificates; the handshake's error
+    if there was one."""
+    seen: list[tuple[bytes, ...]] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(tls.peer_certificates(writer.get_extra_info("ssl_object")))
+        writer.write(b"ok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_context)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
+        # TLS 1.3: the server judges the client's certificate after the client's
+        # side of the handshake is done; a refusal shows on the first read.
+        answer = await reader.read()
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+    if answer != b"ok":
+        raise ConnectionResetError("the server ended the connection")
+    return seen[0]
+
+
+def _with_certificate(client: ssl.SSLContext, holder: ClientCert) -> ssl.SSLContext:
+    client.load_cert_chain(str(holder.cert_file), str(holder.key_file))
+    return client
+
+
+def _subjects(certificates: tuple[bytes, ...]) -> list[str]:
+    return [x509.load_der_x509_certificate(der).subject.rfc4514_string()
+            for der in certificates]
+
+
+async def test_a_certificate_from_an_unknown_ca_completes_the_handshake(tmp_path: Path) -> None:
+    cluster = TestCA(tmp_path / "cluster", "cluster")
+    options = _init(tmp_path / "pki", client_ca_file=str(cluster.cert_file))
+    stranger = TestCA(tmp_path / "other", "other").client("intruder")
+    # The handler gets the certificate: the authenticator, not the handshake, refuses it.
+    seen = await _certificates_seen(options.ssl_context(),
+                                    _with_certificate(_client(options), stranger))
+    assert _subjects(seen) == ["CN=intruder"]
+    member = cluster.client("member")
+    seen = await _certificates_seen(options.ssl_context(),
+                                    _with_certificate(_client(options), member))
+    assert _subjects(seen) == ["CN=member"]
+    assert await _certificates_seen(options.ssl_context(), _client(options)) == ()
+
+
+async def test_the_chain_a_client_sends_reaches_the_authenticator(tmp_path: Path) -> None:
+    root = TestCA(tmp_path / "root", "root")
+    intermediate = TestCA(tmp_path / "intermediate", "intermediate", issuer=root)
+    options = _init(tmp_path / "pki", client_ca_file=str(root.cert_file))
+    client = _with_certificate(_client(options), intermediate.client("alice"))
+    seen = await _certificates_seen(options.ssl_context(), client)
+    assert _subjects(seen) == ["CN=alice", "CN=intermediate"]
+
+
+async def test_serving_context_asks_for_client_certificates_without_verifying_them(
+        tmp_path: Path) -> None:
+    serving_cert, client = _ca_pair(tmp_path, "serving")
+    cluster = TestCA(tmp_path / "cluster", "cluster")
+    serving = tls.ServingContext(TLSOptions(cert_file="", key_file="",
+                                            client_ca_file=str(cluster.cert_file)))
+    serving.load(str(serving_cert), str(tmp_path / "serving.key"))
+    stranger = TestCA(tmp_path / "other", "other").client("intruder")
+    seen = await _certificates_seen(serving.context, _with_certificate(client, stranger))
+    assert _subjects(seen) == ["CN=intruder"]
+
+
+async def test_without_access_to_libssl_the_handshake_verifies_as_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(tls, "_libssl", lambda: "no libssl here")
+    caplog.set_level(logging.WARNING, logger="pykubelet")
+    cluster = TestCA(tmp_path / "cluster", "cluster")
+    options = _init(tmp_path / "pki", client_ca_file=str(cluster.cert_file))
+    context = options.ssl_context()
+    assert any("verified in the TLS handshake" in record.getMessage()
+               and "no libssl here" in record.getMessage() for record in caplog.records)
+    stranger = TestCA(tmp_path / "other", "other").client("intruder")
+    with pytest.raises((ssl.SSLError, ConnectionResetError)):
+        await _certificates_seen(context, _with_certificate(_client(options), stranger))
+    member = cluster.client("member")
+    seen = await _certificates_seen(context, _with_certificate(_client(options), member))
+    assert _subjects(seen) == ["CN=member"]
+
+
+def test_the_ssl_ctx_is_used_only_where_it_is_recognised() -> None:
+    if isinstance(tls._libssl(), str):
+        pytest.skip(f"no libssl to check against: {tls._libssl()}")
+    # A context that asks for no certificate does not show the verify mode the
+    # check expects: it is left alone.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    reason = tls._request_client_certificates(context, "/nonexistent")
+    assert reason == "the SSLContext's SSL_CTX is not where CPython keeps it"

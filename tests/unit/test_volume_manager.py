@@ -29,6 +29,7 @@ from pykubelet.volumemanager import (
     VolumeManager,
     VolumeMountError,
 )
+from pykubelet.volumemanager.subpath import SubPath, open_sub_path
 
 
 class Recorder:
@@ -48,9 +49,17 @@ def pod(uid: str, volumes: list[V1Volume], mounts: list[V1VolumeMount] | None = 
                  spec=V1PodSpec(containers=[container], volumes=volumes))
 
 
+def check_sub_path(sub_path: SubPath) -> str:
+    """The kubelet's subPath check and directory creation, without the bind mount (which
+    needs root; tests/unit/test_subpath.py and the integration tests make it)."""
+    os.close(open_sub_path(sub_path.volume_path, sub_path.sub_path))
+    return sub_path.bind_target()
+
+
 def manager(root: Path, recorder: Recorder, removed: set[str]) -> VolumeManager:
     return VolumeManager(RootDirs(str(root)), recorder, VolumeHost(lambda: (1000, 1 << 30)),
-                         pod_runtime_removed=lambda uid: uid in removed)
+                         pod_runtime_removed=lambda uid: uid in removed,
+                         prepare_sub_path=check_sub_path)
 
 
 async def test_set_up_mounts_and_tear_down(tmp_path: Path) -> None:
@@ -63,8 +72,12 @@ async def test_set_up_mounts_and_tear_down(tmp_path: Path) -> None:
     path = tmp_path / "pods" / "u1" / "volumes" / "kubernetes.io~empty-dir" / "data"
     assert path.is_dir() and os.stat(path).st_mode & 0o777 == 0o777
     mounts = volumes.mounts_for(p, p.spec.containers[0], {})
+    # The subPath reaches the runtime as the kubelet's own mount point, never as a path
+    # inside the volume (which a container could swap for a symlink).
+    target = tmp_path / "pods" / "u1" / "volume-subpaths" / "data" / "c" / "1"
     assert [(m.container_path, m.host_path, m.readonly) for m in mounts] == [
-        ("/data", str(path), True), ("/sub", str(path / "x" / "y"), False)]
+        ("/data", str(path), True), ("/sub", str(target), False)]
+    assert (path / "x" / "y").is_dir()
     assert recorder.events == []
     # Not removed yet: the reconciler keeps it; once the runtime may drop the pod, it goes.
     await volumes.reconcile()
@@ -96,8 +109,9 @@ async def test_sub_path_expr_and_propagation_rules(tmp_path: Path) -> None:
     p = pod("u3", [data], [V1VolumeMount(name="data", mount_path="/d",
                                          sub_path_expr="$(POD)/logs")])
     await volumes.wait_for_attach_and_mount(p)
-    (mount,) = volumes.mounts_for(p, p.spec.containers[0], {"POD": "web-1"})
-    assert mount.host_path.endswith("/data/web-1/logs")
+    volumes.mounts_for(p, p.spec.containers[0], {"POD": "web-1"})
+    assert (tmp_path / "pods" / "u3" / "volumes" / "kubernetes.io~empty-dir" / "data" / "web-1"
+            / "logs").is_dir()
     escape = pod("u3", [data], [V1VolumeMount(name="data", mount_path="/d",
                                               sub_path_expr="$(UP)")])
     with pytest.raises(MountPrepareError, match=r"must not contain '\.\.'"):

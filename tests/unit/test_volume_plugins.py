@@ -22,7 +22,6 @@ from kubernetes_asyncio.client import (
 )
 
 from pykubelet.api import pod_from_dict
-from pykubelet.volumemanager import SubPathError, resolve_subpath
 from pykubelet.volumemanager.atomic_writer import (
     DATA_DIR_NAME,
     AtomicWriter,
@@ -115,22 +114,6 @@ def test_host_path_type_checks(tmp_path: Path) -> None:
     with pytest.raises(VolumeError, match="invalid volume type"):
         check_host_path_type(str(directory), "Dir")
     check_host_path_type(str(tmp_path / "anything"), "")  # no type: no check
-
-
-def test_sub_path_inside_is_made_and_escapes_are_refused(tmp_path: Path) -> None:
-    volume = tmp_path / "vol"
-    volume.mkdir()
-    assert resolve_subpath(str(volume), "a/b") == str(volume / "a" / "b")
-    assert (volume / "a" / "b").is_dir()
-    for bad in ("../x", "a/../../x", "/etc"):
-        with pytest.raises(SubPathError):
-            resolve_subpath(str(volume), bad)
-    # A symlink a container planted that points out of the volume is not followed.
-    os.symlink("/etc", volume / "link")
-    with pytest.raises(SubPathError, match="outside the volume"):
-        resolve_subpath(str(volume), "link")
-    os.symlink("a", volume / "inside")
-    assert resolve_subpath(str(volume), "inside/b") == str(volume / "a" / "b")
 
 
 def test_configmap_and_secret_payloads_with_items_and_optional_keys() -> None:

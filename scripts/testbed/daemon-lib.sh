@@ -1,0 +1,23 @@
+# Shell functions shared by the testbed's daemon scripts (containerd.sh, registry.sh).
+# Sourced, not run.
+
+# The absolute form of a directory path, with // and trailing slashes collapsed, so
+# that the paths grepped for in daemons' command lines match what was started.
+absolute_dir() {
+    local path="$1"
+    [[ "$path" == /* ]] || path="$PWD/$path"
+    path="$(echo "$path" | sed -e 's#//*#/#g' -e 's#/$##')"
+    echo "${path:-/}"
+}
+
+# pid_from_file FILE MATCH: the pid FILE holds, if that process runs with MATCH in its
+# command line. A stale pid file may name a recycled pid: the check makes sure the
+# process is the daemon this directory started.
+pid_from_file() {
+    local file="$1" match="$2" pid
+    [[ -s "$file" ]] || return 1
+    pid="$(cat "$file")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$match" || return 1
+    echo "$pid"
+}

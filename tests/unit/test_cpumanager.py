@@ -1,0 +1,391 @@
+"""The CPU manager: exclusive CPUs for Guaranteed pods, the shared pool, its checkpoint.
+
+What a user would notice: which CPUs a container is created with and moved to, what
+``cpu_manager_state`` holds (readable by the Go kubelet: upstream's checksum), which
+pods are refused, and which restored states stop the kubelet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cri_api.v1 import api_pb2
+
+from pykubelet.api import pod_from_dict
+from pykubelet.cm.cpumanager import cpuset
+from pykubelet.cm.cpumanager.cpu_manager import (
+    CPUManager,
+    CPUManagerError,
+    new_cpu_manager,
+    reserved_cpus,
+)
+from pykubelet.cm.cpumanager.cpuset import CPUSetError
+from pykubelet.cm.cpumanager.state import CPUState, StateError, checksum
+from pykubelet.cm.cpumanager.topology import (
+    CPUInfo,
+    CPUTopology,
+    TopologyError,
+    discover,
+    take_by_topology,
+)
+from pykubelet.cmd.options import parse_command_line
+from pykubelet.container import ContainerID, ContainerState, ContainerStatus, PodStatus
+from pykubelet.kubelet.resources import node_reservations
+from pykubelet.kuberuntime.container_config import ContainerOptions, container_resources
+from pykubelet.lifecycle.admission import PodAdmitAttributes
+
+# This machine's shape: one socket, two cores, no SMT.
+TWO_CPUS = CPUTopology((CPUInfo(0, 0, 0), CPUInfo(1, 1, 0)))
+FOUR_CPUS = CPUTopology(tuple(CPUInfo(cpu, cpu, 0) for cpu in range(4)))
+# Two sockets of two cores with two threads each: cpu n and n+4 are siblings.
+TWO_SOCKETS_HT = CPUTopology(tuple(
+    CPUInfo(cpu, cpu % 4, (cpu % 4) // 2) for cpu in range(8)))
+
+
+def pod(name: str, *containers: dict[str, Any], init: list[dict[str, Any]] | None = None
+        ) -> Any:
+    spec: dict[str, Any] = {"containers": list(containers)}
+    if init:
+        spec["initContainers"] = init
+    return pod_from_dict({"metadata": {"name": name, "namespace": "default",
+                                       "uid": f"uid-{name}"}, "spec": spec})
+
+
+def container(name: str, cpu: str | None = None, *, guaranteed: bool = True,
+              **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name, "image": "busybox", **extra}
+    if cpu is not None:
+        amount = {"cpu": cpu, "memory": "64Mi"}
+        body["resources"] = ({"requests": amount, "limits": amount} if guaranteed
+                             else {"requests": {"cpu": cpu}})
+    return body
+
+
+class RecordingRuntime:
+    """The runtime seam: what ``UpdateContainerResources`` was asked."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, str]] = []
+
+    async def update_container_resources(self, container_id: str,
+                                         linux: api_pb2.LinuxContainerResources) -> None:
+        self.updates.append((container_id, linux.cpuset_cpus))
+
+
+class Node:
+    """A CPU manager over fakes: the active pods and their running containers."""
+
+    def __init__(self, root: Path, *, policy: str = "static", reserved: str = "0",
+                 topology: CPUTopology = TWO_CPUS, sources_ready: bool = True) -> None:
+        self.root = root
+        self.pods: list[Any] = []
+        self.statuses: dict[str, PodStatus] = {}
+        self.runtime = RecordingRuntime()
+        self.ready = sources_ready
+        self.manager: CPUManager = new_cpu_manager(
+            policy_name=policy, root_dir=str(root), reserved_system_cpus=reserved,
+            kube_reserved={}, system_reserved={}, reconcile_period=10.0,
+            runtime_service=self.runtime,  # type: ignore[arg-type]
+            active_pods=lambda: list(self.pods), pod_status=self.statuses.get,
+            sources_ready=lambda: self.ready, topology=lambda: topology)
+
+    def admit(self, candidate: Any) -> tuple[bool, str, str]:
+        result = self.manager.admit(PodAdmitAttributes(candidate, list(self.pods)))
+        if result.admit:
+            self.pods.append(candidate)
+        return result.admit, result.reason, result.message
+
+    def run(self, candidate: Any) -> None:
+        """Admitted, and each of its containers running."""
+        assert self.admit(candidate)[0]
+        uid = candidate.metadata.uid
+        self.statuses[uid] = PodStatus(id=uid, container_statuses=[
+            ContainerStatus(id=ContainerID("containerd", f"{uid}-{c.name}"), name=c.name,
+                            state=ContainerState.RUNNING) for c in candidate.spec.containers])
+
+    def remove(self, name: str) -> None:
+        self.pods = [p for p in self.pods if p.metadata.name != name]
+        self.statuses.pop(f"uid-{name}", None)
+
+    def cpus(self, name: str, container_name: str = "c") -> str:
+        return self.manager.cpuset_for(
+            next(p for p in self.pods if p.metadata.name == name), container_name)
+
+    def state_file(self) -> dict[str, Any]:
+        return dict(json.loads((self.root / "cpu_manager_state").read_text()))
+
+
+# --- cpusets ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "cpus"), [
+    ("", set()), ("0", {0}), ("0-3", {0, 1, 2, 3}), ("0,2-3,7", {0, 2, 3, 7}),
+    ("1,3,5", {1, 3, 5})])
+def test_cpusets_parse_and_print_in_the_kernel_list_syntax(text: str, cpus: set[int]) -> None:
+    assert cpuset.parse(text) == cpus
+    assert cpuset.format(cpus) == text
+
+
+def test_cpuset_text_is_canonical_whatever_the_input() -> None:
+    assert cpuset.format(cpuset.parse("3,0-1,2,7,6")) == "0-3,6-7"
+
+
+@pytest.mark.parametrize("text", ["a", "1-", "-1", "3-1", "1-2-3", "1,,2", " 1"])
+def test_malformed_cpusets_are_refused(text: str) -> None:
+    with pytest.raises(CPUSetError):
+        cpuset.parse(text)
+
+
+# --- topology -----------------------------------------------------------------------------------
+
+def test_topology_is_read_from_sysfs_as_cadvisor_reads_it(tmp_path: Path) -> None:
+    (tmp_path / "online").write_text("0-3\n")
+    for cpu, (socket, core) in enumerate([(0, 0), (0, 1), (0, 0), (0, 1)]):
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text(f"{socket}\n")
+        (topo / "core_id").write_text(f"{core}\n")
+    found = discover(str(tmp_path))
+    assert found.all_cpus() == {0, 1, 2, 3}
+    assert found.core_cpus(found.info(0).core) == {0, 2}
+
+
+def test_this_machine_topology_lists_every_online_cpu() -> None:
+    import os
+    assert len(discover().all_cpus()) == os.cpu_count()
+
+
+def test_taking_cpus_packs_whole_cores_then_fills_partly_used_ones() -> None:
+    everything = TWO_SOCKETS_HT.all_cpus()
+    assert take_by_topology(TWO_SOCKETS_HT, everything, 2) == {0, 4}  # one whole core
+    assert take_by_topology(TWO_SOCKETS_HT, everything, 4) == {0, 1, 4, 5}  # one socket
+    # A lone free thread on a busy core goes before breaking up a free core.
+    assert take_by_topology(TWO_SOCKETS_HT, everything - {0}, 1) == {4}
+    assert take_by_topology(TWO_CPUS, frozenset({0, 1}), 1) == {0}
+
+
+def test_taking_more_cpus_than_are_free_fails_with_upstreams_message() -> None:
+    with pytest.raises(TopologyError, match="not enough cpus available to satisfy request: "
+                                            "requested=3, available=2"):
+        take_by_topology(TWO_CPUS, frozenset({0, 1}), 3)
+
+
+# --- reserved CPUs ------------------------------------------------------------------------------
+
+def test_kube_and_system_reserved_cpu_round_up_to_whole_cpus() -> None:
+    assert reserved_cpus(reserved_system_cpus="", kube_reserved={"cpu": "500m"},
+                         system_reserved={"cpu": "600m"}, topology=TWO_SOCKETS_HT) == {0, 4}
+    assert reserved_cpus(reserved_system_cpus="1", kube_reserved={"cpu": "2"},
+                         system_reserved={}, topology=TWO_CPUS) == {1}
+
+
+def test_the_static_policy_without_reserved_cpus_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CPUManagerError, match="the static policy requires systemreserved.cpu "
+                                              r"\+ kubereserved.cpu to be greater than zero"):
+        Node(tmp_path, reserved="")
+
+
+# --- the static policy --------------------------------------------------------------------------
+
+def test_a_guaranteed_whole_cpu_container_gets_a_cpu_of_its_own(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.manager.start()
+    assert node.state_file()["defaultCpuSet"] == "0-1"
+    node.run(pod("g", container("c", "1")))
+    node.run(pod("b", container("c", "100m", guaranteed=False)))
+    node.run(pod("f", container("c", "500m")))  # Guaranteed, but not whole CPUs
+    assert node.cpus("g") == "1"
+    assert node.cpus("b") == node.cpus("f") == "0"  # the shared pool keeps the reserved CPU
+    written = node.state_file()
+    assert written["policyName"] == "static"
+    assert written["defaultCpuSet"] == "0"
+    assert written["entries"] == {"uid-g": {"c": "1"}}
+    assert written["checksum"] == checksum("static", "0", {"uid-g": {"c": "1"}})
+
+
+def test_reserved_cpus_are_never_handed_out(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.manager.start()
+    node.run(pod("g", container("c", "1")))
+    assert node.admit(pod("h", container("c", "1"))) == (
+        False, "UnexpectedAdmissionError",
+        "Allocate failed due to not enough cpus available to satisfy request: requested=1, "
+        "available=0, which is unexpected")
+    assert node.cpus("g") == "1"
+
+
+def test_readmission_keeps_the_assignment(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.manager.start()
+    first = pod("g", container("c", "1"))
+    node.run(first)
+    assert node.manager.admit(PodAdmitAttributes(first, [])).admit
+    assert node.cpus("g") == "1"
+    assert node.state_file()["defaultCpuSet"] == "0"
+
+
+def test_a_restored_assignment_survives_the_pods_readmission(tmp_path: Path) -> None:
+    node = Node(tmp_path, topology=FOUR_CPUS)
+    node.manager.start()
+    guaranteed = pod("g", container("c", "1"))
+    node.run(pod("a", container("c", "1")))
+    node.run(guaranteed)
+    assert node.cpus("g") == "2"
+    # A restart where only g comes back: no pod is active yet when it is admitted.
+    again = Node(tmp_path, topology=FOUR_CPUS)
+    again.manager.start()
+    assert again.admit(guaranteed)[0]
+    assert again.cpus("g") == "2"
+    assert again.state_file()["entries"] == {"uid-g": {"c": "2"}}  # a's CPU released
+
+
+def test_an_app_container_reuses_its_init_containers_cpus(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.manager.start()
+    node.run(pod("g", container("c", "1"), init=[container("setup", "1")]))
+    assert node.cpus("g", "setup") == node.cpus("g", "c") == "1"
+    node.remove("g")
+    node.manager.remove_stale_state()
+    assert node.state_file() == {"policyName": "static", "defaultCpuSet": "0-1",
+                                 "checksum": checksum("static", "0-1", {})}
+
+
+def test_a_gone_pods_cpus_return_to_the_shared_pool(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.manager.start()
+    node.run(pod("g", container("c", "1")))
+    node.remove("g")
+    node.ready = False
+    node.manager.remove_stale_state()  # sources not ready: the active pods are not all known
+    assert node.state_file()["entries"] == {"uid-g": {"c": "1"}}
+    node.ready = True
+    node.manager.remove_stale_state()
+    assert "entries" not in node.state_file()
+    assert node.state_file()["defaultCpuSet"] == "0-1"
+
+
+def test_reconcile_moves_running_shared_containers_with_the_pool(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.manager.start()
+    node.run(pod("b", container("c", "100m", guaranteed=False)))
+    asyncio.run(node.manager.reconcile())
+    assert node.runtime.updates == [("uid-b-c", "0-1")]
+    node.run(pod("g", container("c", "1")))
+    asyncio.run(node.manager.reconcile())
+    assert node.runtime.updates[1:] == [("uid-b-c", "0"), ("uid-g-c", "1")]
+    asyncio.run(node.manager.reconcile())  # nothing changed: nothing sent
+    assert len(node.runtime.updates) == 3
+    node.remove("g")
+    asyncio.run(node.manager.reconcile())
+    assert node.runtime.updates[3:] == [("uid-b-c", "0-1")]
+
+
+def test_the_none_policy_gives_no_cpuset_and_runs_no_loop(tmp_path: Path) -> None:
+    node = Node(tmp_path, policy="none", reserved="")
+    node.manager.start()
+    node.run(pod("g", container("c", "1")))
+    assert node.cpus("g") == ""
+    assert not node.manager.reconciles
+    assert node.state_file() == {"policyName": "none", "defaultCpuSet": "",
+                                 "checksum": checksum("none", "", {})}
+
+
+def test_containers_are_created_with_the_managers_cpuset(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.manager.start()
+    guaranteed = pod("g", container("c", "1"))
+    node.run(guaranteed)
+    options = ContainerOptions(pod_dir=str(tmp_path), cpuset_for=node.manager.cpuset_for)
+    assert container_resources(guaranteed, guaranteed.spec.containers[0],
+                               options).cpuset_cpus == "1"
+    plain = ContainerOptions(pod_dir=str(tmp_path))
+    assert container_resources(guaranteed, guaranteed.spec.containers[0],
+                               plain).cpuset_cpus == ""
+
+
+# --- the checkpoint -----------------------------------------------------------------------------
+
+def test_the_checksum_is_upstreams() -> None:
+    # Upstream's own test vectors (state_checkpoint_test.go).
+    assert checksum("none", "4-6", {}) == 354655845
+    assert checksum("none", "1-3", {"pod": {"container1": "4-6",
+                                            "container2": "1-3"}}) == 3610638499
+
+
+def test_the_state_survives_a_restart(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.manager.start()
+    node.run(pod("g", container("c", "1")))
+    again = Node(tmp_path)
+    again.manager.start()
+    assert again.manager.state.assignments == {"uid-g": {"c": frozenset({1})}}
+    assert again.manager.state.default_cpu_set == {0}
+
+
+def test_an_upstream_written_checkpoint_is_read(tmp_path: Path) -> None:
+    (tmp_path / "cpu_manager_state").write_text(json.dumps({
+        "policyName": "none", "defaultCPUSet": "1-3",
+        "entries": {"pod": {"container1": "4-6", "container2": "1-3"}},
+        "checksum": 3610638499}))
+    state = CPUState(str(tmp_path / "cpu_manager_state"), "none")
+    state.restore()
+    assert state.assignments["pod"]["container1"] == {4, 5, 6}
+
+
+def refused(tmp_path: Path, content: dict[str, Any], *, policy: str = "static") -> str:
+    (tmp_path / "cpu_manager_state").write_text(json.dumps(content))
+    node = Node(tmp_path, policy=policy, reserved="0" if policy == "static" else "")
+    with pytest.raises(CPUManagerError) as caught:
+        node.manager.start()
+    return str(caught.value)
+
+
+def test_a_checkpoint_of_another_policy_stops_the_kubelet(tmp_path: Path) -> None:
+    message = refused(tmp_path, {"policyName": "none", "defaultCpuSet": "", "checksum": 0})
+    path = tmp_path / "cpu_manager_state"
+    assert message == (
+        'start cpu manager error: could not restore state from checkpoint: configured policy '
+        '"static" differs from state checkpoint policy "none", please drain this node and '
+        f'delete the CPU manager checkpoint file "{path}" before restarting Kubelet')
+
+
+def test_a_tampered_checkpoint_is_corrupt(tmp_path: Path) -> None:
+    content = {"policyName": "static", "defaultCpuSet": "0-1",
+               "checksum": checksum("static", "0", {})}
+    assert "checkpoint is corrupted" in refused(tmp_path, content)
+
+
+@pytest.mark.parametrize(("default", "entries", "problem"), [
+    ("1", {"p": {"c": "0"}}, 'not all reserved cpus: "0" are present in defaultCpuSet: "1"'),
+    ("0-1", {"p": {"c": "1"}},
+     'pod: p, container: c cpuset: "1" overlaps with default cpuset "0-1"'),
+    ("0", {}, 'current set of available CPUs "0-1" doesn\'t match with CPUs in state "0"'),
+    ("0-3", {}, 'current set of available CPUs "0-1" doesn\'t match with CPUs in state "0-3"'),
+])
+def test_a_checkpoint_that_does_not_fit_the_machine_stops_the_kubelet(
+        tmp_path: Path, default: str, entries: dict[str, dict[str, str]], problem: str) -> None:
+    content: dict[str, Any] = {"policyName": "static", "defaultCpuSet": default,
+                               "entries": entries, "checksum": checksum("static", default,
+                                                                        entries)}
+    assert refused(tmp_path, content) == f"start cpu manager error: {problem}"
+
+
+def test_an_unreadable_checkpoint_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "cpu_manager_state").write_text("{")
+    state = CPUState(str(tmp_path / "cpu_manager_state"), "static")
+    with pytest.raises(StateError, match="checkpoint is corrupted, please drain this node"):
+        state.restore()
+
+
+def test_reserved_system_cpus_replace_the_cpu_reservations_in_node_allocatable(
+        tmp_path: Path) -> None:
+    """Upstream's server.go: the CPUs kept for the system are the cpu reservation."""
+    server = parse_command_line([f"--root-dir={tmp_path}", "--reserved-cpus=0-1",
+                                 "--kube-reserved=cpu=500m,memory=1Gi",
+                                 "--system-reserved=cpu=250m"])
+    assert node_reservations(server) == ({"cpu": "2"}, {"memory": "1Gi"})
+    plain = parse_command_line([f"--root-dir={tmp_path}", "--kube-reserved=cpu=500m"])
+    assert node_reservations(plain) == ({}, {"cpu": "500m"})
