@@ -14,6 +14,7 @@ is down) and starts it again with the same command line.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -24,14 +25,14 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from testsupport.controlplane import ControlPlane
-from testsupport.kubelet_process import KubeletProcess
+from testsupport.kubelet_process import KubeletProcess, remove_everything
 from testsupport.polling import WaitTimeout, wait_until
 
 APISERVER_READY_TIMEOUT = 120.0
@@ -124,6 +125,28 @@ def start_cluster_kubelet(plane: ControlPlane, endpoint: str, base: Path,
         kubelet.delete_node()
         raise
     return kubelet
+
+
+@contextlib.contextmanager
+def kubelet_and_namespace(plane: ControlPlane, endpoint: str, base: Path, *, prefix: str,
+                          extra_config: dict[str, Any] | None = None
+                          ) -> Iterator[tuple[ClusterKubelet, str]]:
+    """A Ready pykubelet node and a new namespace whose default service account exists (the
+    ServiceAccount admission plugin refuses pods before it does). Afterwards the kubelet is
+    stopped, the namespace and the Node deleted and every pod of the testbed removed."""
+    namespace = unique(prefix)
+    plane.kubectl("create", "namespace", namespace)
+    kubelet = start_cluster_kubelet(plane, endpoint, base, extra_config)
+    try:
+        wait_until(lambda: plane.kubectl("get", "serviceaccount", "default", "-n", namespace,
+                                         check=False).returncode == 0,
+                   60, "the namespace's default service account")
+        yield kubelet, namespace
+    finally:
+        kubelet.stop()
+        plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        kubelet.delete_node()
+        remove_everything(endpoint)
 
 
 def host_ip() -> str | None:

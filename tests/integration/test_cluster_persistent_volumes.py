@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from tests.integration.test_cluster_volumes import Cluster
-from testsupport.cluster import ClusterKubelet, start_cluster_kubelet, unique
+from testsupport.cluster import ClusterKubelet, kubelet_and_namespace, start_cluster_kubelet, unique
 from testsupport.controlplane import ControlPlane
-from testsupport.kubelet_process import mount_points_under, remove_everything
+from testsupport.kubelet_process import mount_points_under
 from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
@@ -35,22 +35,11 @@ NO_PROVISIONER = "kubernetes.io/no-provisioner"
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane, testbed: Testbed,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    namespace = unique("pv")
-    control_plane.kubectl("create", "namespace", namespace)
     # Volume stats every 2 s instead of every minute.
-    kubelet = start_cluster_kubelet(control_plane, testbed.endpoint,
-                                    tmp_path_factory.mktemp("pvc"),
-                                    {"volumeStatsAggPeriod": "2s"})
-    try:
-        wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "default", "-n",
-                                                 namespace, check=False).returncode == 0,
-                   60, "default service account")
+    with kubelet_and_namespace(control_plane, testbed.endpoint, tmp_path_factory.mktemp("pvc"),
+                               prefix="pv", extra_config={"volumeStatsAggPeriod": "2s"}) as (
+            kubelet, namespace):
         yield Cluster(control_plane, kubelet, namespace, testbed.busybox_image)
-    finally:
-        kubelet.stop()
-        control_plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-        kubelet.delete_node()
-        remove_everything(testbed.endpoint)
 
 
 class Storage:

@@ -24,12 +24,12 @@ from testsupport.cluster import (
     api_pod,
     create,
     get_pod,
+    kubelet_and_namespace,
     pod_events,
     start_cluster_kubelet,
     unique,
 )
 from testsupport.controlplane import ControlPlane
-from testsupport.kubelet_process import remove_everything
 from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
@@ -112,21 +112,10 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane, testbed: Testbed,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    namespace = unique("vol")
-    control_plane.kubectl("create", "namespace", namespace)
-    kubelet = start_cluster_kubelet(control_plane, testbed.endpoint,
-                                    tmp_path_factory.mktemp("volumes"))
-    try:
-        # The ServiceAccount admission plugin needs the namespace's default account.
-        wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "default", "-n",
-                                                 namespace, check=False).returncode == 0,
-                   60, "default service account")
+    with kubelet_and_namespace(control_plane, testbed.endpoint,
+                               tmp_path_factory.mktemp("volumes"), prefix="vol") as (
+            kubelet, namespace):
         yield Cluster(control_plane, kubelet, namespace, testbed.busybox_image)
-    finally:
-        kubelet.stop()
-        control_plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-        kubelet.delete_node()
-        remove_everything(testbed.endpoint)
 
 
 def test_config_map_and_secret_volumes_and_env_and_a_live_update(cluster: Cluster) -> None:

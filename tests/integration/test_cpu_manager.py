@@ -61,7 +61,9 @@ def test_static_policy_gives_a_guaranteed_pod_its_own_cpu(testbed: Testbed,
         whole = {"cpu": "1", "memory": "32Mi"}
         node.write_pod(reporting_pod("exclusive", image, {"requests": whole, "limits": whole}))
         node.wait_phase("exclusive", "Running")
-        node.write_pod(reporting_pod("shared", image, {"requests": {"cpu": "100m"}}))
+        # Burstable without a cpu request: with one CPU reserved the node's allocatable cpu
+        # is the one CPU the Guaranteed pod holds, so a cpu request would not be admitted.
+        node.write_pod(reporting_pod("shared", image, {"requests": {"memory": "16Mi"}}))
         node.wait_phase("shared", "Running")
         assert node.status("exclusive")["qosClass"] == "Guaranteed"
         node.wait_for(lambda: cpus_allowed(node, "exclusive") == "1", 30, "exclusive on CPU 1")

@@ -26,12 +26,11 @@ from testsupport.cluster import (
     api_pod,
     create,
     get_pod,
+    kubelet_and_namespace,
     pod_events,
-    start_cluster_kubelet,
     unique,
 )
 from testsupport.controlplane import ControlPlane
-from testsupport.kubelet_process import remove_everything
 from testsupport.polling import wait_until
 from testsupport.registry import Registry
 from testsupport.testbed import Testbed
@@ -108,20 +107,10 @@ def _tail(path: Path) -> str:
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane, testbed: Testbed, registry: Registry,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
-    namespace = unique("registry")
-    control_plane.kubectl("create", "namespace", namespace)
-    kubelet = start_cluster_kubelet(control_plane, testbed.endpoint,
-                                    tmp_path_factory.mktemp("registry"))
-    try:
-        wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "default", "-n",
-                                                 namespace, check=False).returncode == 0,
-                   60, "the namespace's default service account")
+    with kubelet_and_namespace(control_plane, testbed.endpoint,
+                               tmp_path_factory.mktemp("registry"), prefix="registry") as (
+            kubelet, namespace):
         yield PrivateCluster(control_plane, kubelet, registry, namespace)
-    finally:
-        kubelet.stop()
-        control_plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-        kubelet.delete_node()
-        remove_everything(testbed.endpoint)
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["dockerconfigjson", "dockercfg"])
