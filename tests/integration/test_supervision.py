@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+import pykubelet.cm.manager
+from pykubelet.cm.kernel_tunables import setup_kernel_tunables
 from pykubelet.cmd.options import parse_command_line
 from pykubelet.cmd.server import StartupError, run, unsecured_dependencies
 from pykubelet.pleg.generic import GenericPLEG
@@ -23,11 +25,24 @@ from testsupport.kubelet_process import (
     KubeletProcess,
     busybox_pod,
     remove_everything,
+    write_kernel_tunables,
 )
 from testsupport.polling import wait_until_async
 from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
+
+
+@pytest.fixture(autouse=True)
+def masked_kernel_tunables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kubelet run in this process is in the host's mount namespace: its container
+    manager checks and sets the kernel tunables in files of the test's instead."""
+    tunables = write_kernel_tunables(tmp_path / "kernel-tunables")
+
+    def in_test_files(**kwargs: Any) -> None:
+        setup_kernel_tunables(**{**kwargs, "sysctl_dir": str(tunables)})
+
+    monkeypatch.setattr(pykubelet.cm.manager, "setup_kernel_tunables", in_test_files)
 
 
 def in_process_kubelet(tmp_path: Path, testbed: Testbed) -> tuple[KubeletProcess, list[str]]:
