@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import subprocess
 import sys
@@ -59,7 +58,7 @@ from pykubelet.cri import CRIError
 from pykubelet.cri.image import RemoteImageService
 from pykubelet.cri.runtime import RemoteRuntimeService
 from testsupport.kubelet_process import KubeletProcess
-from testsupport.registry import Registry, RegistryError
+from testsupport.registry import Registry, RegistryError, credential_plugin_flags
 from testsupport.testbed import Testbed
 
 REPOSITORY = "pykubelet/bench-busybox"
@@ -165,22 +164,11 @@ def _configured_snapshotter(config: Path) -> str:
 
 
 def plugin_args(work_dir: Path, registry: Registry) -> list[str]:
-    bin_dir = work_dir / "plugins"
-    bin_dir.mkdir()
-    plugin = bin_dir / "registry-login"
-    plugin.write_text(f"#!{sys.executable}\n{LOGIN_PLUGIN}")
-    plugin.chmod(0o755)
-    config = work_dir / "credential-providers.json"
-    config.write_text(json.dumps({
-        "apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
-        "providers": [{
-            "name": "registry-login", "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-            "defaultCacheDuration": "1h", "matchImages": [f"{registry.host}/{REPOSITORY}"],
-            "env": [{"name": "REGISTRY_HOST", "value": registry.host},
-                    {"name": "REGISTRY_USER", "value": registry.username},
-                    {"name": "REGISTRY_PASSWORD", "value": registry.password}]}]}))
-    return ["--image-credential-provider-config", str(config),
-            "--image-credential-provider-bin-dir", str(bin_dir)]
+    return credential_plugin_flags(
+        work_dir, name="registry-login", source=LOGIN_PLUGIN,
+        match_image=f"{registry.host}/{REPOSITORY}", cache_duration="1h",
+        env={"REGISTRY_HOST": registry.host, "REGISTRY_USER": registry.username,
+             "REGISTRY_PASSWORD": registry.password})
 
 
 async def kubelet_pull(runtime: Runtime, kubelet: KubeletProcess, watcher: RunningWatcher,

@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from testsupport.testbed import (
@@ -152,3 +153,24 @@ class Registry:
 
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+def credential_plugin_flags(directory: Path, *, name: str, source: str, match_image: str,
+                            cache_duration: str, env: Mapping[str, str]) -> list[str]:
+    """The kubelet's flags for one exec credential provider plugin: ``name``, the Python
+    ``source`` run with this interpreter, asked for images matching ``match_image``, with
+    ``env``. Its file and its CredentialProviderConfig are written under ``directory``."""
+    bin_dir = directory / "plugins"
+    bin_dir.mkdir()
+    plugin = bin_dir / name
+    plugin.write_text(f"#!{sys.executable}\n{source}")
+    plugin.chmod(0o755)
+    config = directory / "credential-providers.json"
+    config.write_text(json.dumps({
+        "apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
+        "providers": [{
+            "name": name, "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+            "defaultCacheDuration": cache_duration, "matchImages": [match_image],
+            "env": [{"name": key, "value": value} for key, value in env.items()]}]}))
+    return ["--image-credential-provider-config", str(config),
+            "--image-credential-provider-bin-dir", str(bin_dir)]

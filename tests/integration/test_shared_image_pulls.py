@@ -13,10 +13,8 @@ pod runs with its own ``Pulling`` and ``Pulled`` events.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from typing import Any
 import pytest
 
 from testsupport.kubelet_process import KubeletProcess, busybox_pod, remove_everything
-from testsupport.registry import Registry
+from testsupport.registry import Registry, credential_plugin_flags
 from testsupport.testbed import Testbed
 
 pytestmark = [pytest.mark.containerd]
@@ -53,23 +51,12 @@ def registry(testbed: Testbed) -> Iterator[Registry]:
 
 
 def write_plugin(base: Path, registry: Registry, repository: str) -> list[str]:
-    bin_dir = base / "plugins"
-    bin_dir.mkdir()
-    plugin = bin_dir / "slow-login"
-    plugin.write_text(f"#!{sys.executable}\n{SLOW_LOGIN_PLUGIN}")
-    plugin.chmod(0o755)
-    config = base / "credential-providers.json"
-    config.write_text(json.dumps({
-        "apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
-        "providers": [{
-            "name": "slow-login", "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-            "defaultCacheDuration": "0s", "matchImages": [f"{registry.host}/{repository}"],
-            "env": [{"name": "REGISTRY_PASSWORD_FILE", "value": str(registry.dir / "password")},
-                    {"name": "REGISTRY_HOST", "value": registry.host},
-                    {"name": "REGISTRY_USER", "value": registry.username},
-                    {"name": "DELAY_SECONDS", "value": str(PLUGIN_DELAY_SECONDS)}]}]}))
-    return ["--image-credential-provider-config", str(config),
-            "--image-credential-provider-bin-dir", str(bin_dir)]
+    return credential_plugin_flags(
+        base, name="slow-login", source=SLOW_LOGIN_PLUGIN,
+        match_image=f"{registry.host}/{repository}", cache_duration="0s",
+        env={"REGISTRY_PASSWORD_FILE": str(registry.dir / "password"),
+             "REGISTRY_HOST": registry.host, "REGISTRY_USER": registry.username,
+             "DELAY_SECONDS": str(PLUGIN_DELAY_SECONDS)})
 
 
 def cri_pulls(testbed: Testbed, image: str) -> list[str]:
