@@ -28,7 +28,8 @@ from typing import Any
 
 import yaml
 
-from testsupport.kubelet_process import KubeletProcess, is_mount_point
+from pykubelet.volumemanager.mount import is_mount_point
+from testsupport.kubelet_process import KubeletProcess
 
 HEALTHZ_TIMEOUT_SECONDS = 60.0
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -100,7 +101,7 @@ class GoKubeletProcess(KubeletProcess):
             shutil.rmtree(path, ignore_errors=True)
         if self.created_fixed_dir:
             shutil.rmtree(GO_FIXED_DIR, ignore_errors=True)
-        if is_mount_point(self.root):
+        if is_mount_point(str(self.root)):
             subprocess.run(["umount", "--lazy", "--recursive", str(self.root)], check=False)
 
 

@@ -44,6 +44,7 @@ import yaml
 from pykubelet.cm.cgroups import CgroupError, CgroupManager, parse_cgroupfs_name
 from pykubelet.cm.kernel_tunables import KERNEL_TUNABLES
 from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.volumemanager.mount import is_mount_point
 from testsupport.polling import wait_until
 
 NODE_NAME = "e2e-node"
@@ -94,14 +95,6 @@ def masked_command(argv: Sequence[str], *, tunables: Path,
     lines += extra_mounts
     lines.append("exec " + shlex.join(argv))
     return ["unshare", "--mount", "--propagation", "unchanged", "sh", "-c", "\n".join(lines)]
-
-
-def is_mount_point(path: Path) -> bool:
-    """Whether ``path`` is a mount point here, bind mounts of a directory onto itself
-    included (``os.path.ismount`` misses those: same device, same parent)."""
-    target = str(path.resolve())
-    with open("/proc/self/mountinfo", encoding="utf-8") as info:
-        return any(len(fields := line.split()) > 4 and fields[4] == target for line in info)
 
 
 def mount_points_under(roots: Sequence[Path], *, including_roots: bool) -> list[str]:
@@ -251,7 +244,7 @@ class KubeletProcess:
         """Make the root directory a shared mount of its own (once), the peer through
         which the kubelet's volume mounts reach the host's mount namespace."""
         self.root.mkdir(parents=True, exist_ok=True)
-        if not is_mount_point(self.root):
+        if not is_mount_point(str(self.root)):
             subprocess.run(["mount", "--bind", str(self.root), str(self.root)], check=True)
             # Out of the peer group of the mount it was made from (a shared / on systemd
             # hosts): the kubelet's mounts below propagate to the host's copy alone.
