@@ -72,21 +72,27 @@ def cached_binaries() -> Path | None:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
-def go_kubelet_binary(build: bool = False) -> Path:
-    """The upstream Go kubelet built from the same source as the control plane.
+def built_binary(name: str, what: str, *, build: bool = False) -> Path:
+    """The program ``name`` of the build (e.g. ``kubelet``), ``what`` it is in errors.
 
     ``PYKUBELET_K8S_BIN_DIR`` overrides the cache. With ``build`` the binaries
     are built first when missing (root, minutes); without it a missing
-    kubelet is a :class:`ControlPlaneError` that says how to build it.
+    program is a :class:`ControlPlaneError` that says how to build it.
     """
     override = os.environ.get("PYKUBELET_K8S_BIN_DIR")
     bin_dir = Path(override) if override else cached_binaries()
     if bin_dir is None and build:
         bin_dir = build_binaries()
-    if bin_dir is None or not (bin_dir / "kubelet").is_file():
+    if bin_dir is None or not (bin_dir / name).is_file():
         raise ControlPlaneError(
-            f"no Go kubelet built: run {BUILD_SCRIPT} as root (or set PYKUBELET_K8S_BIN_DIR)")
-    return bin_dir / "kubelet"
+            f"no {what} built: run {BUILD_SCRIPT} as root (or set PYKUBELET_K8S_BIN_DIR)")
+    return bin_dir / name
+
+
+def go_kubelet_binary(build: bool = False) -> Path:
+    """The upstream Go kubelet built from the same source as the control plane
+    (``built_binary`` says where it is looked for)."""
+    return built_binary("kubelet", "Go kubelet", build=build)
 
 
 class ControlPlane:

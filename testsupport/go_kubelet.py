@@ -11,9 +11,10 @@ same six as pykubelet's ``KERNEL_TUNABLES``) are files already holding the
 values it wants, and whose one mount shared with the host
 is its root directory (the volumes it mounts there must be seen by
 containerd, or every container finds its secret, configMap and downward API
-directories empty). Its fixed ``/var/lib/kubelet`` is covered there too. What
-it still leaves outside its base directory (cgroups, pod log entries, that
-bind mount) ``remove_leftovers`` removes.
+directories empty). Its fixed ``/var/lib/kubelet`` is covered there too, and
+below it its device-plugin directory is its own ``device_plugin_dir``, as
+pykubelet's. What it still leaves outside its base directory (cgroups, pod log
+entries, that bind mount) ``remove_leftovers`` removes.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class GoKubeletProcess(KubeletProcess):
     """The upstream Go kubelet, with the same handle (ports, manifests, /pods) as pykubelet's."""
 
     healthz_timeout = HEALTHZ_TIMEOUT_SECONDS
+    device_plugin_deprecation = True
 
     def __init__(self, base: Path, endpoint: str, binary: Path, node_name: str,
                  extra_config: dict[str, Any], extra_args: list[str]) -> None:
@@ -50,7 +52,6 @@ class GoKubeletProcess(KubeletProcess):
         self.binary = binary
         self.cgroup_root = f"/{base.parent.name}-{base.name}"
         self.log_dir = base / "klog"
-        self.created_fixed_dir = False
         config: dict[str, Any] = {
             **self.serving_config(),
             "authentication": {"webhook": {"enabled": False}, "anonymous": {"enabled": True}},
@@ -71,12 +72,12 @@ class GoKubeletProcess(KubeletProcess):
                 "--log-dir", str(self.log_dir), *self.extra_args]
 
     def extra_mounts(self) -> list[str]:
-        """Its device-plugin socket directory (/var/lib/kubelet/device-plugins) is fixed in
-        1.20: cover the host's /var/lib/kubelet with a directory of ours when there is one
-        (else the kubelet creates it, and remove_leftovers removes it)."""
-        if not GO_FIXED_DIR.is_dir():
-            self.created_fixed_dir = True
-            return []
+        """Its device-plugin directory (sockets and the device manager's checkpoint) is
+        fixed below /var/lib/kubelet in 1.20: cover that with a directory of ours, so that
+        nothing it writes there reaches the host's, before ``device_plugin_dir`` is bound
+        in it. The mount point is made on the host where missing (an empty directory, left
+        there: another test kubelet may be using it)."""
+        GO_FIXED_DIR.mkdir(parents=True, exist_ok=True)
         own = self.base / "var-lib-kubelet"
         own.mkdir(exist_ok=True)
         # Private too when /var/lib or /var is a mount of its own.
@@ -99,8 +100,6 @@ class GoKubeletProcess(KubeletProcess):
         remove_container_log_links(self.node_name)
         for path in glob.glob(str(GO_POD_LOGS / f"default_*-{self.node_name}_*")):
             shutil.rmtree(path, ignore_errors=True)
-        if self.created_fixed_dir:
-            shutil.rmtree(GO_FIXED_DIR, ignore_errors=True)
         if is_mount_point(str(self.root)):
             subprocess.run(["umount", "--lazy", "--recursive", str(self.root)], check=False)
 

@@ -18,6 +18,13 @@ subPath bind mounts) are seen by containerd, which lives outside. A stop
 unmounts that bind mount when no volume is left below it; else
 ``remove_everything`` (or the test process's exit) does, with the volumes.
 No test kubelet creates iptables chains either (``makeIPTablesUtilChains``).
+
+The device-plugin directory is fixed (``/var/lib/kubelet/device-plugins``,
+upstream's ``pluginapi.DevicePluginPath``, whatever ``--root-dir`` says): in a
+test kubelet's namespace it is a bind mount of a directory of its base
+(``device_plugin_dir``), so kubelets running side by side never meet each
+other's registration socket and the host's own directory stays as it was. A
+test's device plugin sees the same directory there (testsupport/device_plugin.py).
 """
 
 from __future__ import annotations
@@ -56,6 +63,12 @@ _ROOT_DIRS: set[Path] = set()
 # Every test kubelet made by this process: a root bind mount is kept while its kubelet runs.
 _KUBELETS: weakref.WeakSet[KubeletProcess] = weakref.WeakSet()
 HEALTHZ_TIMEOUT_SECONDS = 30.0
+# A sleep under a shell that exits on SIGTERM, as most servers do: stopping it is not held
+# to the grace period, so its deletion measures the kubelet's own teardown.
+TERM_EXITING_COMMAND = ("sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait")
+# Where kubelets serve the device plugins' Registration socket (kubelet.sock) and dial the
+# plugins' own sockets, whatever their root directory; each test kubelet has its own.
+DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 
 
 def free_port() -> int:
@@ -82,19 +95,39 @@ def read_kernel_tunables(directory: Path) -> dict[str, str]:
     return {key: (directory / key).read_text().strip() for key in KERNEL_TUNABLES}
 
 
-def masked_command(argv: Sequence[str], *, tunables: Path,
-                   extra_mounts: Sequence[str] = ()) -> list[str]:
+def in_mount_namespace(argv: Sequence[str], mounts: Sequence[str]) -> list[str]:
+    """``argv`` run in a mount namespace of its own after ``mounts`` (shell lines; ``/`` is
+    made private first, so what they mount on it stays in here). ``unshare`` and ``sh``
+    both exec: the process's pid is ``argv``'s own."""
+    # Propagation unchanged: a shared mount (the kubelet's root directory) stays a peer of
+    # the host's.
+    lines = ["set -e", "mount --make-private /", *mounts, "exec " + shlex.join(argv)]
+    return ["unshare", "--mount", "--propagation", "unchanged", "sh", "-c", "\n".join(lines)]
+
+
+def device_plugin_dir_mounts(host_dir: Path) -> list[str]:
+    """Shell lines for ``in_mount_namespace`` that make ``host_dir`` the namespace's
+    ``DEVICE_PLUGIN_DIR``. Its mount point is made where missing (an empty directory, on the
+    host or in whatever covers ``/var/lib/kubelet`` there)."""
+    target = shlex.quote(str(DEVICE_PLUGIN_DIR))
+    # Private too when /var/lib or /var is a mount of its own, so the bind stays in here.
+    return [f"mkdir -p {target}",
+            f'mount --make-private "$(findmnt -n -o TARGET --target {target})"',
+            f"mount --bind {shlex.quote(str(host_dir))} {target}"]
+
+
+def masked_command(argv: Sequence[str], *, tunables: Path, extra_mounts: Sequence[str] = (),
+                   device_plugin_dir: Path | None = None) -> list[str]:
     """``argv`` run in a mount namespace of its own whose ``/proc/sys`` kernel tunables are
     the files under ``tunables`` (see the module docstring), after ``extra_mounts`` (shell
-    lines). ``unshare`` and ``sh`` both exec: the process's pid is ``argv``'s own."""
-    # Propagation unchanged: a shared mount (the kubelet's root directory) stays a peer of
-    # the host's. Everything else is made private first, so the masks stay in here.
-    lines = ["set -e", "mount --make-private /", "mount --make-rprivate /proc"]
+    lines) and, given ``device_plugin_dir``, with that directory as its ``DEVICE_PLUGIN_DIR``."""
+    lines = ["mount --make-rprivate /proc"]
     for key in KERNEL_TUNABLES:
         lines.append(f"mount --bind {shlex.quote(str(tunables / key))} /proc/sys/{key}")
     lines += extra_mounts
-    lines.append("exec " + shlex.join(argv))
-    return ["unshare", "--mount", "--propagation", "unchanged", "sh", "-c", "\n".join(lines)]
+    if device_plugin_dir is not None:
+        lines += device_plugin_dir_mounts(device_plugin_dir)
+    return in_mount_namespace(argv, lines)
 
 
 def mount_points_under(roots: Sequence[Path], *, including_roots: bool) -> list[str]:
@@ -112,6 +145,9 @@ class KubeletProcess:
     """One pykubelet with its own root, log dir, manifests dir and ports."""
 
     healthz_timeout = HEALTHZ_TIMEOUT_SECONDS
+    # Whether it writes a DEPRECATION file into its device-plugin directory, which tells
+    # plugins to wait for its plugin watcher instead of calling Register (the Go 1.20 one).
+    device_plugin_deprecation = False
 
     def __init__(self, base: Path, endpoint: str, extra_config: dict[str, Any] | None = None,
                  extra_args: list[str] | None = None, ports: tuple[int, int] | None = None,
@@ -130,10 +166,13 @@ class KubeletProcess:
         _ROOT_DIRS.add(self.root)
         self.logs_dir = base / "pod-logs"
         self.log_file = base / "kubelet.log"
+        # The host's side of its DEVICE_PLUGIN_DIR: kept across restarts, as a node's is.
+        self.device_plugin_dir = base / "device-plugins"
         self.read_only_port, self.healthz_port = ports or (free_port(), free_port())
         self.port = free_port()
         self.cert_dir = base / "pki"
         self.manifests.mkdir(parents=True, exist_ok=True)
+        self.device_plugin_dir.mkdir(exist_ok=True)
         config: dict[str, Any] = {
             **self.serving_config(),
             "fileCheckFrequency": "20s",
@@ -192,7 +231,8 @@ class KubeletProcess:
 
     def extra_mounts(self) -> list[str]:
         """Shell lines run in the kubelet's mount namespace before it starts, after the
-        kernel tunables are masked (what else a kubelet must not change on the host)."""
+        kernel tunables are masked and before its device-plugin directory is bound (what
+        else a kubelet must not change on the host)."""
         return []
 
     def start(self) -> None:
@@ -206,7 +246,8 @@ class KubeletProcess:
         self.share_root_dir()
         write_kernel_tunables(self.kernel_tunables_dir, self.starting_kernel_tunables)
         command = masked_command(self.command(), tunables=self.kernel_tunables_dir,
-                                 extra_mounts=self.extra_mounts())
+                                 extra_mounts=self.extra_mounts(),
+                                 device_plugin_dir=self.device_plugin_dir)
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         log.close()

@@ -82,8 +82,9 @@ def not_acted_on(server: KubeletServer) -> list[str]:
     config_flags = {flag.name: flag for flag in _CONFIG_FLAGS}
     flags = [f"--{name}" for name in server.flags_given
              if (name in node_flags and not node_flags[name].acted_on)
-             or (name in config_flags and not is_acted_on(config_flags[name].json_path))]
-    return fields_not_acted_on(server.config_file_keys) + sorted(flags)
+             or (name in config_flags
+                 and not is_acted_on(config_flags[name].json_path, server.config))]
+    return fields_not_acted_on(server.config_file_keys, server.config) + sorted(flags)
 
 
 class _FlagValueError(ValueError):

@@ -16,7 +16,8 @@ The list is top-level only: a field counts as acted on if any part of it is read
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Final
 
 from pykubelet.config.defaults import default_configuration
@@ -119,6 +120,18 @@ ACTED_ON_FIELDS: Final[frozenset[str]] = frozenset({
     "cpuManagerPolicy",
     "reservedSystemCPUs",
     "cpuManagerReconcilePeriod",
+    # The topology manager (pykubelet/cm/topologymanager): every policy and scope; its
+    # policy options are not acted on.
+    "topologyManagerPolicy",
+    "topologyManagerScope",
+    "memoryManagerPolicy",  # see ACTED_ON_ONLY_FOR
+})
+
+# Acted on for these values only: any other value (accepted by validation) is reported.
+# memoryManagerPolicy None is upstream's memory manager that does nothing; Static would
+# pin memory and hugepages to NUMA nodes, which pykubelet does not do.
+ACTED_ON_ONLY_FOR: Final[Mapping[str, frozenset[str]]] = MappingProxyType({
+    "memoryManagerPolicy": frozenset({"None"}),
 })
 
 # Acted on although no code outside ``pykubelet.config`` reads them: defaulting applies
@@ -130,9 +143,24 @@ ACTED_ON_BY_DEFAULTING: Final[frozenset[str]] = frozenset({"mergeDefaultEviction
 READ_BUT_NOT_ACTED_ON: Final[frozenset[str]] = frozenset({"contentType"})
 
 
-def is_acted_on(field: str) -> bool:
-    """Whether pykubelet implements a top-level field (camelCase) or the fields under it."""
-    return field.split(".", 1)[0] in ACTED_ON_FIELDS
+def is_acted_on(field: str, config: KubeletConfiguration | None = None) -> bool:
+    """Whether pykubelet implements a top-level field (camelCase) or the fields under it.
+
+    With ``config``, a field acted on for some values only (``ACTED_ON_ONLY_FOR``)
+    counts as acted on when ``config`` has one of them; without, it does.
+    """
+    top = field.split(".", 1)[0]
+    if top not in ACTED_ON_FIELDS:
+        return False
+    values = ACTED_ON_ONLY_FOR.get(top)
+    if values is None or config is None:
+        return True
+    return _value_of(config, top) in values
+
+
+def _value_of(config: KubeletConfiguration, field: str) -> object:
+    return next(getattr(config, f.name) for f, spec in config_fields(KubeletConfiguration)
+                if spec.json == field)
 
 
 def _differs_from_default(config: KubeletConfiguration) -> set[str]:
@@ -141,15 +169,18 @@ def _differs_from_default(config: KubeletConfiguration) -> set[str]:
             if getattr(config, f.name) != getattr(defaults, f.name)}
 
 
-def fields_not_acted_on(source: Iterable[str] | KubeletConfiguration) -> list[str]:
+def fields_not_acted_on(source: Iterable[str] | KubeletConfiguration,
+                        config: KubeletConfiguration | None = None) -> list[str]:
     """The set fields (camelCase) that pykubelet does not implement, sorted.
 
-    Pass the top-level keys of the config file, or a configuration, in which case every
-    field whose value differs from the v1beta1 default counts as set.
+    Pass the top-level keys of the config file (and the configuration they set, so
+    that fields acted on for some values only are judged by their value), or a
+    configuration, in which case every field whose value differs from the v1beta1
+    default counts as set.
     """
     keys: set[str]
     if isinstance(source, KubeletConfiguration):
-        keys = _differs_from_default(source)
+        keys, config = _differs_from_default(source), source
     else:
         keys = set(source)
-    return sorted(key for key in keys if not is_acted_on(key))
+    return sorted(key for key in keys if not is_acted_on(key, config))

@@ -360,8 +360,14 @@ def _validate_managers(config: KubeletConfiguration, errs: _Errors) -> None:
     errs.one_of("cgroupDriver", config.cgroup_driver, CGROUP_DRIVERS)
     errs.one_of("cpuManagerPolicy", config.cpu_manager_policy, CPU_MANAGER_POLICIES)
     errs.one_of("memoryManagerPolicy", config.memory_manager_policy, MEMORY_MANAGER_POLICIES)
-    errs.one_of("topologyManagerPolicy", config.topology_manager_policy, TOPOLOGY_POLICIES)
-    errs.one_of("topologyManagerScope", config.topology_manager_scope, TOPOLOGY_SCOPES)
+    # Upstream's two topology manager messages render their choices differently.
+    if config.topology_manager_policy not in TOPOLOGY_POLICIES:
+        choices = " ".join(f'"{policy}"' for policy in TOPOLOGY_POLICIES)
+        errs.add(f'{label("topologyManagerPolicy")} "{config.topology_manager_policy}" must be '
+                 f"one of: [{choices}]")
+    if config.topology_manager_scope not in TOPOLOGY_SCOPES:
+        errs.add(f'{label("topologyManagerScope")} "{config.topology_manager_scope}" must be '
+                 f'one of: "{TOPOLOGY_SCOPES[0]}", or "{TOPOLOGY_SCOPES[1]}"')
     errs.one_of("hairpinMode", config.hairpin_mode, HAIRPIN_MODES)
     errs.one_of("configMapAndSecretChangeDetectionStrategy",
                 config.config_map_and_secret_change_detection_strategy,

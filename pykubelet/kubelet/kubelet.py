@@ -33,11 +33,21 @@ from kubernetes_asyncio.client import V1Node, V1Pod, V1PodStatus
 
 from pykubelet import metrics
 from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
-from pykubelet.api.kubetypes import API_SOURCE, FILE_SOURCE, HTTP_SOURCE, PodUpdate, SyncPodType
+from pykubelet.api.kubetypes import (
+    API_SOURCE,
+    FILE_SOURCE,
+    HTTP_SOURCE,
+    PodUpdate,
+    SyncPodType,
+    build_pod_full_name,
+)
 from pykubelet.client.informer import ObjectInformer
 from pykubelet.cm import ContainerManager
 from pykubelet.cm.cpumanager import CPUManager, new_cpu_manager
+from pykubelet.cm.cpumanager.topology import discover as discover_cpu_topology
+from pykubelet.cm.devicemanager import DeviceManager, cri_running_containers
 from pykubelet.cm.helpers import MILLI_CPU_PER_CPU
+from pykubelet.cm.topologymanager import AffinityStore, TopologyManager, new_topology_manager
 from pykubelet.config.server import KubeletServer
 from pykubelet.config.units import seconds
 from pykubelet.container import ContainerState, Pod, PodStatus, ProbeResult
@@ -88,6 +98,12 @@ from pykubelet.nodestatus.resources import (
     pods_capacity,
 )
 from pykubelet.pleg import GenericPLEG
+from pykubelet.podresources import (
+    PodResourcesServer,
+    Providers,
+    pod_resources_socket,
+    serve_pod_resources,
+)
 from pykubelet.podworkers import KillPodOptions, PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.prober import Prober
@@ -190,8 +206,14 @@ class MachineParts:
     machine: MachineInfo
     resources: MachineResources
     node_view: NodeView
-    # Exclusive CPUs (cpuManagerPolicy): admission, each container's cpuset, its loop.
+    # Exclusive CPUs (cpuManagerPolicy): each container's cpuset, its loop.
     cpu_manager: CPUManager
+    # The resource-allocation admit handler (topologyManagerPolicy): NUMA hints from its
+    # providers (the device and CPU managers), merged, then each provider allocates.
+    topology_manager: TopologyManager
+    # Device plugins: kubelet.sock, their resources on the node, allocation at admission,
+    # each container's device options.
+    device_manager: DeviceManager
 
 
 @dataclass(frozen=True)
@@ -219,6 +241,20 @@ class PodParts:
     active_pods: Callable[[], list[V1Pod]]
 
 
+@dataclass(frozen=True)
+class PodResourcesPods:
+    """The pods the pod-resources API reports: ``List`` the active ones, ``Get`` any known."""
+
+    active: Callable[[], list[V1Pod]]
+    pod_manager: PodManager
+
+    def active_pods(self) -> list[V1Pod]:
+        return self.active()
+
+    def pod_by_name(self, namespace: str, name: str) -> V1Pod | None:
+        return self.pod_manager.get_pod_by_full_name(build_pod_full_name(name, namespace))
+
+
 async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
                            node_name: str, host_ip: str, *,
                            node_informer: ObjectInformer[V1Node] | None) -> Kubelet:
@@ -241,7 +277,8 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     cluster = None if deps.standalone else await build_cluster_parts(
         server, deps, node_name, informer=node_informer, node_view=machine.node_view,
         health=runtime_state, machine=machine.machine, resources=machine.resources,
-        pressure=LatePressure(late.pressure))
+        pressure=LatePressure(late.pressure),
+        device_capacity=machine.device_manager.get_capacity)
     # Probe verdicts: liveness and startup steer the runtime manager (kill and
     # restart), readiness and startup shape the pod status.
     liveness, readiness, startup = ResultsManager(), ResultsManager(), ResultsManager()
@@ -266,11 +303,14 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         pleg=pods.pleg, pod_manager=pods.pod_manager, status_manager=pods.status_manager,
         runtime_state=runtime_state, probe_manager=pods.probe_manager,
         pod_workers=pods.pod_workers, sources_ready=pod_config.sources_ready,
-        # The CPU manager allocates before the predicates, as upstream's resource
+        # The topology manager allocates before the predicates, as upstream's resource
         # allocation handler does.
         admit_handlers=[SysctlAllowlist.for_node(config.allowed_unsafe_sysctls or []),
-                        machine.cpu_manager,
-                        PredicateAdmitHandler(machine.node_view.get_node_any_way)],
+                        machine.topology_manager,
+                        # Allocatable raised to what pods already hold (a plugin away).
+                        PredicateAdmitHandler(
+                            lambda: machine.device_manager.sanitize_node_allocatable(
+                                machine.node_view.get_node_any_way()))],
         pod_sync_loop_handlers=[pods.active_deadline],
         sync_loop_monitor=SyncLoopMonitor(
             threshold=max(2 * seconds(config.sync_frequency), 300.0)),
@@ -278,6 +318,11 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
                                      flags.root_dir, config.pod_logs_dir,
                                      volume_stats=runtime.volume_manager.stats.volumes),
         resources=resources, cpu_manager=machine.cpu_manager,
+        device_manager=machine.device_manager,
+        pod_resources=PodResourcesServer(
+            Providers(pods=PodResourcesPods(pods.active_pods, pods.pod_manager),
+                      devices=machine.device_manager, cpus=machine.cpu_manager),
+            get_enabled=server.feature_gates().enabled("KubeletPodResourcesGet")),
         volume_manager=runtime.volume_manager,
         # makeIPTablesUtilChains: the hint, canary and localnet firewall chains.
         iptables_util_chains=IPTablesUtilChains() if config.make_iptables_util_chains else None,
@@ -296,10 +341,20 @@ async def build_machine_parts(server: KubeletServer, deps: Dependencies, pod_con
     machine, node_resources = await read_node_resources(
         server, container_manager.allocatable_reservation)
     pods_limit = pods_capacity(config.max_pods, config.pods_per_core, machine.num_cores)
+    # The NUMA affinity the topology manager chooses per container, read by its providers
+    # as they allocate.
+    affinity = AffinityStore()
+    # Its checkpoint is read at start (initialize_modules), its socket served by its task.
+    device_manager = DeviceManager(
+        active_pods=lambda: late.active_pods.get()(), sources_ready=pod_config.sources_ready,
+        running_containers=cri_running_containers(deps.runtime_service),
+        affinity=affinity.get_affinity)
     node_view = NodeView(LocalNode(
         node_name, hostname=flags.hostname_override or None, node_labels=flags.node_labels,
         taints=config.register_with_taints,
-        allocatable=lambda: allocatable_status(node_resources, pods_limit)),
+        allocatable=lambda: {**allocatable_status(node_resources, pods_limit),
+                             **{name: str(count) for name, count
+                                in device_manager.allocatable().items()}}),
         node_informer)
     # Its state is read at start (initialize_modules), once the root directory exists.
     cpu_manager = new_cpu_manager(
@@ -310,8 +365,18 @@ async def build_machine_parts(server: KubeletServer, deps: Dependencies, pod_con
         reconcile_period=seconds(config.cpu_manager_reconcile_period),
         runtime_service=deps.runtime_service, active_pods=lambda: late.active_pods.get()(),
         pod_status=lambda uid: late.pod_cache.get().get(uid)[0],
-        sources_ready=pod_config.sources_ready)
-    return MachineParts(container_manager, machine, node_resources, node_view, cpu_manager)
+        sources_ready=pod_config.sources_ready, affinity=affinity)
+    # memoryManagerPolicy None is upstream's none memory manager: no hints (a "don't
+    # care" to every merge) and nothing allocated, so it adds no provider. Static is
+    # accepted but not implemented; the start-up notice lists it.
+    klog.info("Memory manager gives no topology hints", policy=config.memory_manager_policy)
+    topology_manager = new_topology_manager(
+        policy_name=config.topology_manager_policy, scope_name=config.topology_manager_scope,
+        numa_nodes=lambda: discover_cpu_topology().numa_nodes(),
+        # Upstream's order: devices first, then CPUs (each allocates in this order).
+        hint_providers=[device_manager, cpu_manager], store=affinity)
+    return MachineParts(container_manager, machine, node_resources, node_view, cpu_manager,
+                        topology_manager, device_manager)
 
 
 async def build_runtime_parts(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
@@ -381,7 +446,8 @@ async def build_runtime_parts(server: KubeletServer, deps: Dependencies, pod_con
         env_source=volume_host.env_source(),
         service_env_for=service_env_for(cluster.services if cluster is not None else None),
         recorder=deps.recorder,
-        cpuset_for=machine.cpu_manager.cpuset_for)
+        cpuset_for=machine.cpu_manager.cpuset_for,
+        device_options_for=machine.device_manager.device_run_options)
     runtime = KubeGenericRuntimeManager(
         deps.runtime_service, deps.image_service, runtime_options,
         liveness=liveness, startup=startup, handler_runner=handler_runner,
@@ -514,6 +580,7 @@ class Kubelet:
                  pod_sync_loop_handlers: Sequence[PodSyncLoopHandler],
                  resources: ResourceManagers, cpu_manager: CPUManager,
                  volume_manager: VolumeManager,
+                 device_manager: DeviceManager, pod_resources: PodResourcesServer,
                  iptables_util_chains: IPTablesUtilChains | None,
                  cluster: ClusterParts | None) -> None:
         self.options = options
@@ -539,6 +606,10 @@ class Kubelet:
         self.resources = resources
         # Exclusive CPUs and the shared pool (an admit handler too).
         self.cpu_manager = cpu_manager
+        # Device plugins' registration socket and their devices.
+        self.device_manager = device_manager
+        # The pod-resources API on <root>/pod-resources/kubelet.sock.
+        self.pod_resources = pod_resources
         # Pod volumes (set up by the pod syncs, torn down by its reconciler).
         self.volume_manager = volume_manager
         # The iptables chains other node components read (network_linux.py); None when
@@ -565,9 +636,10 @@ class Kubelet:
         makeIPTablesUtilChains), then in cluster mode the node status and lease, pod
         statuses and what pods read from the API server, then garbage collection,
         eviction and the log manager, the CPU manager's reconcile loop (not under policy
-        ``none``), the volume manager, and PLEG. The probe manager's
-        workers start per pod; the sync loop itself runs last, in ``run``. Every one is
-        restarted after a crash (``util/supervisor.py``)."""
+        ``none``), the device manager's registration server, the pod-resources API, the
+        volume manager, and PLEG.
+        The probe manager's workers start per pod; the sync loop itself runs last, in
+        ``run``. Every one is restarted after a crash (``util/supervisor.py``)."""
         tasks: list[tuple[str, Callable[[], Coroutine[Any, Any, Any]]]] = [
             ("runtime-up", self.update_runtime_up_forever)]
         if self.iptables_util_chains is not None:
@@ -581,6 +653,9 @@ class Kubelet:
         tasks += self.resources.tasks(self.sources_ready, self.cached_pod_status)
         if self.cpu_manager.reconciles:
             tasks.append(("cpu-manager-reconcile", self.cpu_manager.run))
+        tasks.append(("device-manager", self.device_manager.run))
+        tasks.append(("pod-resources", lambda: serve_pod_resources(
+            self.pod_resources, pod_resources_socket(self.options.root_dir))))
         tasks.append(("volume-manager", self.volume_manager.run))
         tasks.append(("pleg", self.pleg.run))
         return tasks
@@ -602,6 +677,8 @@ class Kubelet:
                                       self.deps.runtime_service)
         # The CPU manager's checkpoint must match this machine and policy, else stop.
         await asyncio.to_thread(self.cpu_manager.start)
+        # Device assignments from the checkpoint, before any pod is admitted.
+        await self.device_manager.start()
 
     def sync_loop_inputs(self, updates: asyncio.Queue[PodUpdate]) -> LoopInputs:
         """The channels of upstream's ``syncLoopIteration`` select, and its callbacks."""
@@ -664,7 +741,7 @@ class Kubelet:
 
     # -- handlers called by the sync loop ----------------------------------------
 
-    def handle_pod_additions(self, pods: list[V1Pod]) -> None:
+    async def handle_pod_additions(self, pods: list[V1Pod]) -> None:
         """Upstream ``HandlePodAdditions``: admit each new pod (oldest first) and start it."""
         start = time.monotonic()
         for added in sorted(pods, key=_creation_key):
@@ -682,7 +759,8 @@ class Kubelet:
             if self.pod_workers.is_pod_termination_requested(pod_uid(pod)):
                 continue
             # Rejected pods are Failed, so the active pods are every admitted pod alive.
-            rejection = self.can_admit_pod(self.filter_out_inactive_pods(existing), pod)
+            rejection = await self.can_admit_pod(self.filter_out_inactive_pods(existing),
+                                                 pod)
             if rejection is not None:
                 self.reject_pod(pod, *rejection)
                 continue
@@ -738,7 +816,8 @@ class Kubelet:
     def filter_out_inactive_pods(self, pods: list[V1Pod]) -> list[V1Pod]:
         return filter_out_inactive_pods(pods, self.pod_workers, self.status_manager)
 
-    def can_admit_pod(self, active_pods: list[V1Pod], pod: V1Pod) -> tuple[str, str] | None:
+    async def can_admit_pod(self, active_pods: list[V1Pod], pod: V1Pod
+                            ) -> tuple[str, str] | None:
         """Upstream ``canAdmitPod``: (reason, message) of the first handler that refuses.
 
         The eviction manager answers first, as upstream registers it first: a
@@ -749,7 +828,7 @@ class Kubelet:
             return refused
         attrs = PodAdmitAttributes(pod, [p for p in active_pods if pod_uid(p) != pod_uid(pod)])
         for handler in self.admit_handlers:
-            result = handler.admit(attrs)
+            result = await handler.admit(attrs)
             if not result.admit:
                 return result.reason, result.message
         return None

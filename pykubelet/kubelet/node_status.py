@@ -44,6 +44,7 @@ from pykubelet.nodestatus.machine import (
 )
 from pykubelet.nodestatus.providers import CRIImageList, CRIRuntimeVersion
 from pykubelet.nodestatus.resources import ResourceList
+from pykubelet.nodestatus.setters import DeviceCapacity
 from pykubelet.objectcache import Manager, new_configmap_manager, new_secret_manager, ttl_from_node
 from pykubelet.status import StatusManager
 from pykubelet.status.apiclient import ApiStatusSink
@@ -145,7 +146,8 @@ async def build_cluster_parts(server: KubeletServer, deps: Dependencies, node_na
                               informer: ObjectInformer[V1Node] | None, node_view: NodeView,
                               health: RuntimeHealth, machine: MachineInfo,
                               resources: NodeResources,
-                              pressure: PressureReporter) -> ClusterParts:
+                              pressure: PressureReporter,
+                              device_capacity: DeviceCapacity | None = None) -> ClusterParts:
     """The Node cache, the status manager with upstream's setters, the lease controller,
     and what pods read from or write to the API server."""
     config, flags = server.config, server.flags
@@ -180,7 +182,8 @@ async def build_cluster_parts(server: KubeletServer, deps: Dependencies, node_na
             runtime_version=CRIRuntimeVersion(deps.runtime_service),
             health=health, pressure=pressure,
             local_storage_capacity_isolation=config.local_storage_capacity_isolation,
-            external_cloud_provider=external_cloud_provider))
+            external_cloud_provider=external_cloud_provider,
+            device_capacity=device_capacity))
     lease = NodeLeaseController(
         ApiLeases(deps.heartbeat_client), node_name, config.node_lease_duration_seconds,
         on_repeated_heartbeat_failure=deps.on_heartbeat_failure)

@@ -44,7 +44,7 @@ BACKOFF_BASE, BACKOFF_MAX, BACKOFF_FACTOR = 0.1, 5.0, 2.0
 class SyncHandler(Protocol):
     """What the loop dispatches to (upstream ``SyncHandler``), implemented by ``Kubelet``."""
 
-    def handle_pod_additions(self, pods: list[V1Pod]) -> None: ...
+    async def handle_pod_additions(self, pods: list[V1Pod]) -> None: ...
     def handle_pod_updates(self, pods: list[V1Pod]) -> None: ...
     def handle_pod_removes(self, pods: list[V1Pod]) -> None: ...
     def handle_pod_reconcile(self, pods: list[V1Pod]) -> None: ...
@@ -190,7 +190,7 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
     case, value = await select.next()
     if case == "config":
         update: PodUpdate = value
-        _dispatch_config_update(update, handler)
+        await _dispatch_config_update(update, handler)
     elif case == "pleg":
         event: PodLifecycleEvent = value
         if is_sync_pod_worthy(event):
@@ -236,12 +236,12 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
     return True
 
 
-def _dispatch_config_update(update: PodUpdate, handler: SyncHandler) -> None:
+async def _dispatch_config_update(update: PodUpdate, handler: SyncHandler) -> None:
     names = ",".join(pod_ref(p) for p in update.pods)
     op = update.op
     if op == PodOperation.ADD:
         klog.v(2).info("SyncLoop ADD", source=update.source, pods=names)
-        handler.handle_pod_additions(update.pods)
+        await handler.handle_pod_additions(update.pods)
     elif op == PodOperation.UPDATE:
         klog.v(2).info("SyncLoop UPDATE", source=update.source, pods=names)
         handler.handle_pod_updates(update.pods)

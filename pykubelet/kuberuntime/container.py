@@ -328,9 +328,13 @@ class PodContainers:
             if status_of_image is None:
                 status_of_image = await self.image_service.image_status(image.ref)
             uid, username = image_user(status_of_image)
+            options = self.options_for(pod, pod_ips)
+            # Upstream's GetResources: the device plugins' answers (PreStartContainer first).
+            devices = (await options.device_options_for(pod, container)
+                       if options.device_options_for is not None else None)
             config = generate_container_config(container, pod, restart_count, image.ref,
-                                               self.options_for(pod, pod_ips), image_uid=uid,
-                                               image_username=username)
+                                               options, image_uid=uid,
+                                               image_username=username, devices=devices)
         except CreateContainerConfigError as err:
             raise ContainerStartError(ERR_CREATE_CONTAINER_CONFIG, err.message) from err
         except Exception as err:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -55,6 +55,7 @@ from pykubelet.cm.helpers import (
     milli_cpu_to_shares,
     read_mem_total,
 )
+from pykubelet.container.devices import NO_DEVICES, DeviceRunOptions
 from pykubelet.events import WARNING, EventRecorder
 from pykubelet.kuberuntime.labels import new_container_annotations, new_container_labels
 from pykubelet.kuberuntime.logs import container_log_path, pod_logs_directory
@@ -150,6 +151,8 @@ class ContainerOptions:
     recorder: EventRecorder | None = None
     # The CPU manager's cpuset for a container by name ("" leaves it to the runtime).
     cpuset_for: Callable[[V1Pod, str], str] | None = None
+    # The device manager's options for a container (its plugins' Allocate answers).
+    device_options_for: Callable[[V1Pod, V1Container], Awaitable[DeviceRunOptions]] | None = None
 
 
 def _lookup_in(*envs: Mapping[str, str]) -> Callable[[str], str | None]:
@@ -564,13 +567,17 @@ def make_mounts(pod: V1Pod, container: V1Container, opts: ContainerOptions,
 def generate_container_config(container: V1Container, pod: V1Pod, restart_count: int,
                               image_ref: str, opts: ContainerOptions, *,
                               image_uid: int | None = 0,
-                              image_username: str = "") -> api_pb2.ContainerConfig:
+                              image_username: str = "",
+                              devices: DeviceRunOptions | None = None
+                              ) -> api_pb2.ContainerConfig:
     """The ``CreateContainer`` config for instance ``restart_count`` of ``container``.
 
     ``image_ref`` is what the image manager returned; ``image_uid`` and
     ``image_username`` are the image's user (see ``image_user``), needed for
     the ``runAsNonRoot`` check; the default assumes root, as upstream does
-    for images that declare no user.
+    for images that declare no user. ``devices`` (the device manager's) come
+    first, as upstream puts them: the spec's env and mounts follow and win, the
+    kubelet's own annotations override the plugins'.
     """
     meta = pod.metadata
     namespace = (meta.namespace if meta else None) or ""
@@ -582,16 +589,24 @@ def generate_container_config(container: V1Container, pod: V1Pod, restart_count:
     log_dir = os.path.join(pod_logs_directory(opts.pod_logs_dir, namespace, name, uid),
                            container.name or "")
     os.makedirs(log_dir, mode=0o755, exist_ok=True)
-    return api_pb2.ContainerConfig(
+    devices = devices or NO_DEVICES
+    device_env = {k: v for k, v in devices.envs.items() if k not in env}
+    device_mounts = [api_pb2.Mount(container_path=m.container_path, host_path=m.host_path,
+                                   readonly=m.read_only) for m in devices.mounts]
+    config = api_pb2.ContainerConfig(
         metadata=api_pb2.ContainerMetadata(name=container.name or "", attempt=restart_count),
         image=api_pb2.ImageSpec(image=image_ref, user_specified_image=container.image or ""),
         command=command,
         args=args,
         working_dir=container.working_dir or "",
-        envs=[api_pb2.KeyValue(key=k, value=v) for k, v in env.items()],
-        mounts=make_mounts(pod, container, opts, env),
+        envs=[api_pb2.KeyValue(key=k, value=v) for k, v in [*device_env.items(), *env.items()]],
+        mounts=[*device_mounts, *make_mounts(pod, container, opts, env)],
+        devices=[api_pb2.Device(container_path=d.container_path, host_path=d.host_path,
+                                permissions=d.permissions)
+                 for d in devices.devices],
         labels=new_container_labels(container, pod),
-        annotations=new_container_annotations(container, pod, restart_count),
+        annotations={**devices.annotations,
+                     **new_container_annotations(container, pod, restart_count)},
         log_path=container_log_path(container.name or "", restart_count),
         stdin=bool(container.stdin),
         stdin_once=bool(container.stdin_once),
@@ -601,6 +616,8 @@ def generate_container_config(container: V1Container, pod: V1Pod, restart_count:
             security_context=security,
         ),
     )
+    config.CDI_devices.extend(api_pb2.CDIDevice(name=name) for name in devices.cdi_devices)
+    return config
 
 
 __all__ = [

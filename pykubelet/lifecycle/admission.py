@@ -87,7 +87,9 @@ ADMIT = PodAdmitResult(True)
 
 
 class PodAdmitHandler(Protocol):
-    def admit(self, attrs: PodAdmitAttributes) -> PodAdmitResult: ...
+    # A coroutine: the resource managers' handler calls their plugins (device plugins'
+    # Allocate) while it admits, as upstream's does, so admission may wait.
+    async def admit(self, attrs: PodAdmitAttributes) -> PodAdmitResult: ...
 
 
 # --- resources -------------------------------------------------------------------------------
@@ -225,7 +227,7 @@ class PredicateAdmitHandler:
     def __init__(self, get_node: Callable[[], V1Node]) -> None:
         self._get_node = get_node
 
-    def admit(self, attrs: PodAdmitAttributes) -> PodAdmitResult:
+    async def admit(self, attrs: PodAdmitAttributes) -> PodAdmitResult:
         try:
             node = self._get_node()
         except Exception as err:
@@ -355,7 +357,7 @@ class SysctlAllowlist:
             return f"{_go_quote(name)} not allowed with host {namespace} enabled"
         return None
 
-    def admit(self, attrs: PodAdmitAttributes) -> PodAdmitResult:
+    async def admit(self, attrs: PodAdmitAttributes) -> PodAdmitResult:
         spec = attrs.pod.spec
         context = spec.security_context
         for sysctl in (context.sysctls if context is not None else None) or []:

@@ -15,8 +15,11 @@ names even when those lack ``_total``).
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from prometheus_client import (
@@ -148,6 +151,40 @@ PREEMPTIONS: Final = _counter("kubelet_preemptions",
 CONTAINER: Final = "container"
 INIT_CONTAINER: Final = "init_container"
 EPHEMERAL_CONTAINER: Final = "ephemeral_container"
+
+# -- device plugins ------------------------------------------------------------------
+
+DEVICE_PLUGIN_REGISTRATIONS: Final = _counter(
+    "kubelet_device_plugin_registration_total",
+    "Cumulative number of device plugin registrations. Broken down by resource name.",
+    ["resource_name"])
+DEVICE_PLUGIN_ALLOC_DURATION: Final = _histogram(
+    "kubelet_device_plugin_alloc_duration_seconds",
+    "Duration in seconds to serve a device plugin Allocation request. Broken down by resource "
+    "name.", DEF_BUCKETS, ["resource_name"])
+
+# -- pod-resources API (label: the API version served) -----------------------------------
+
+POD_RESOURCES_REQUESTS_TOTAL: Final = _counter(
+    "kubelet_pod_resources_endpoint_requests_total",
+    "Number of requests to the PodResource endpoint. Broken down by server api version.",
+    ["server_api_version"])
+POD_RESOURCES_REQUESTS_LIST: Final = _counter(
+    "kubelet_pod_resources_endpoint_requests_list",
+    "Number of requests to the PodResource List endpoint. Broken down by server api version.",
+    ["server_api_version"])
+POD_RESOURCES_REQUESTS_GET_ALLOCATABLE: Final = _counter(
+    "kubelet_pod_resources_endpoint_requests_get_allocatable",
+    "Number of requests to the PodResource GetAllocatableResources endpoint. Broken down by "
+    "server api version.", ["server_api_version"])
+POD_RESOURCES_REQUESTS_GET: Final = _counter(
+    "kubelet_pod_resources_endpoint_requests_get",
+    "Number of requests to the PodResource Get endpoint. Broken down by server api version.",
+    ["server_api_version"])
+POD_RESOURCES_ERRORS_GET: Final = _counter(
+    "kubelet_pod_resources_endpoint_errors_get",
+    "Number of requests to the PodResource Get endpoint which returned error. Broken down by "
+    "server api version.", ["server_api_version"])
 
 # -- PLEG ------------------------------------------------------------------------------
 
@@ -285,6 +322,43 @@ def set_node_name(name: str) -> None:
     NODE_NAME.labels(name).set(1)
 
 
+# -- pykubelet's own: sizes of in-memory tables ----------------------------------------------
+# No upstream counterpart (a Go kubelet shows goroutines on /debug/pprof instead). A node runs
+# for months: these show whether a table grows with the number of pods it has seen
+# (bench/soak.py reads them before and after a churn of pods).
+
+ASYNCIO_TASKS: Final = _gauge(
+    "pykubelet_asyncio_tasks",
+    "Number of asyncio tasks of the kubelet's event loop that are not done.")
+TRACKED_PODS: Final = _gauge(
+    "pykubelet_tracked_pods",
+    "Number of pods with an entry in one of the kubelet's in-memory tables, by table.",
+    ("table",))
+
+
+def _asyncio_tasks() -> float:
+    try:
+        return float(len(asyncio.all_tasks()))
+    except RuntimeError:
+        return math.nan  # scraped outside the event loop (a test rendering the registry)
+
+
+ASYNCIO_TASKS.set_function(_asyncio_tasks)
+
+
+def track_table(table: str, size: Callable[[], int]) -> None:
+    """``size``, a bound method, gives the number of pods in ``table`` at each scrape. One
+    table per name: the latest component to register it wins (one kubelet per process),
+    and it is held weakly, so components made by tests are not kept alive."""
+    held = weakref.WeakMethod(size)
+
+    def read() -> float:
+        method = held()
+        return float(method()) if method is not None else 0.0
+
+    TRACKED_PODS.labels(table).set_function(read)
+
+
 # -- the text format ---------------------------------------------------------------------------
 
 def _escape_label(value: str) -> str:
@@ -328,12 +402,15 @@ def exposition(sources: Iterable[CollectorRegistry | Collector | Iterable[Metric
 
 
 __all__ = [
+    "ASYNCIO_TASKS",
     "CONTENT_TYPE",
     "CRI_OPERATIONS",
     "DEF_BUCKETS",
     "KUBELET_REGISTRY",
+    "TRACKED_PODS",
     "exponential_buckets",
     "exposition",
     "record_runtime_operation",
     "set_node_name",
+    "track_table",
 ]

@@ -42,6 +42,7 @@ def node_status_setters(manager: NodeStatusManager, *, node_ips: Sequence[str], 
                         health: RuntimeHealth, pressure: PressureReporter,
                         local_storage_capacity_isolation: bool = True,
                         external_cloud_provider: bool = False,
+                        device_capacity: s.DeviceCapacity | None = None,
                         now: s.Clock = utcnow) -> list[Setter]:
     """Upstream ``defaultNodeStatusFuncs``: addresses, machine, versions, endpoints, images,
     platform, then MemoryPressure, DiskPressure, PIDPressure and Ready."""
@@ -49,7 +50,7 @@ def node_status_setters(manager: NodeStatusManager, *, node_ips: Sequence[str], 
     return [
         s.node_address(node_ips, hostname, external_cloud_provider=external_cloud_provider),
         s.machine_info(manager.node_name, max_pods, pods_per_core, machine, resources,
-                       manager.record_event),
+                       manager.record_event, device_capacity),
         s.version_info(version, runtime_version),
         s.daemon_endpoints(daemon_port),
         s.images(max_images, image_list),

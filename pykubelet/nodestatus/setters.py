@@ -255,9 +255,18 @@ def _provided_node_ip_annotation(node: V1Node, value: str) -> None:
 # -- capacity ---------------------------------------------------------------
 
 
+# The device plugins' (capacity, allocatable, deleted resources): devicemanager get_capacity.
+DeviceCapacity = Callable[[], tuple[dict[str, int], dict[str, int], list[str]]]
+
+
 def machine_info(node_name: str, max_pods: int, pods_per_core: int, machine: MachineInfo,
-                 resources: NodeResources, record_event: RecordEvent) -> Setter:
-    """Capacity from the machine, allocatable = capacity - reservation, machine and boot ids."""
+                 resources: NodeResources, record_event: RecordEvent,
+                 device_capacity: DeviceCapacity | None = None) -> Setter:
+    """Capacity from the machine, allocatable = capacity - reservation, machine and boot ids.
+
+    Device plugin resources: capacity counts every device, allocatable the healthy
+    ones; a resource whose plugin is gone for good is set to 0 rather than removed,
+    which tells it apart from cluster-level extended resources, as upstream."""
 
     async def setter(node: V1Node) -> None:
         status = _status(node)
@@ -276,8 +285,16 @@ def machine_info(node_name: str, max_pods: int, pods_per_core: int, machine: Mac
         info.boot_id = machine.boot_id
         if EPHEMERAL_STORAGE in machine_capacity:
             capacity[EPHEMERAL_STORAGE] = machine_capacity[EPHEMERAL_STORAGE]
+        devices, device_allocatable, deleted = (device_capacity() if device_capacity
+                                                 is not None else ({}, {}, []))
+        for name, count in devices.items():
+            capacity[name] = Fraction(count)
+        for name in deleted:
+            capacity[name] = Fraction(0)
 
         allocatable = allocatable_from(capacity, resources.allocatable_reservation())
+        for name, count in device_allocatable.items():
+            allocatable[name] = Fraction(count)
         status.capacity = format_resources(capacity)
         status.allocatable = format_resources(allocatable)
 
@@ -490,6 +507,7 @@ __all__ = [
     "NODE_MEMORY_PRESSURE",
     "NODE_PID_PRESSURE",
     "NODE_READY",
+    "DeviceCapacity",
     "Image",
     "NoPressure",
     "PressureReporter",

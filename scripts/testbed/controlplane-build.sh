@@ -2,8 +2,9 @@
 # Build a real Kubernetes control plane (and the Go kubelet) from Debian's own
 # `kubernetes` source package, for pykubelet's cluster-mode tests and demos,
 # and in the same `make` (one compile cache) upstream's end-to-end suite
-# (e2e.test, ginkgo) and the two test-image programs the conformance harness
-# packs into images (agnhost, nonewprivs; scripts/conformance.sh).
+# (e2e.test, ginkgo), the two test-image programs the conformance harness
+# packs into images (agnhost, nonewprivs; scripts/conformance.sh) and
+# upstream's sample device plugin (testsupport/device_plugin.py).
 #
 # Nothing of Kubernetes is kept in this repository: the script adds a deb-src
 # entry for the Debian archive the machine already uses, fetches the source
@@ -11,8 +12,11 @@
 # are cached per package version, so only the first run on a machine pays for
 # the build (BUILD_ESTIMATE below: 6 to 25 minutes on a fresh 2-core machine,
 # 2 GB of source, 1 GB of Go cache); the source tree and the Go cache are
-# removed once the binaries are copied. While it builds, a line a minute on
-# stderr says how long it has run and the build's latest step.
+# removed once the binaries are copied. A cache that lacks only some binaries
+# (a target added to TARGETS since it was built) gets just those: the same
+# source fetch and `make`, with only the missing targets named. While it
+# builds, a line a minute on stderr says how long it has run and the build's
+# latest step.
 #
 #   controlplane-build.sh          build if needed; print the binary dir on stdout
 #   controlplane-build.sh --check  print the binary dir if the cache is complete,
@@ -30,7 +34,7 @@ SOURCE_PACKAGE=kubernetes
 # Upstream's make targets; the cache holds each under its base name.
 TARGETS=(cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubelet
          test/e2e/e2e.test vendor/github.com/onsi/ginkgo/ginkgo
-         test/images/agnhost test/images/nonewprivs)
+         test/images/agnhost test/images/nonewprivs test/images/sample-device-plugin)
 BINARIES=("${TARGETS[@]##*/}")
 # The image programs run in a busybox root file system with no C library.
 STATIC_IMAGE_PROGRAMS="agnhost nonewprivs"
@@ -51,6 +55,11 @@ DEB_SRC_LIST=/etc/apt/sources.list.d/pykubelet-deb-src.sources
 # another; the Go compiler's share depends on the cores' speed. With e2e.test,
 # ginkgo, agnhost and nonewprivs in the same make: 422 s (packages installed).
 BUILD_ESTIMATE="6 to 25 minutes on 2 cores"
+# Adding only the sample device plugin to an otherwise complete cache: 110 s
+# (2 cores, packages installed): 8 s to fetch and unpack the source, 50 s of
+# upstream's code generators (make runs them whatever WHAT names), 52 s for
+# the plugin.
+ADD_ESTIMATE="about 2 minutes on 2 cores per missing program"
 PROGRESS_SECONDS=60
 
 cache_root="${PYKUBELET_K8S_CACHE:-/var/cache/pykubelet}"
@@ -209,35 +218,63 @@ cache_complete() {
     done
 }
 
-# Usage: report_progress STARTED_EPOCH BUILD_LOG &
+# The targets to build for the cache directory $1, one a line: those whose
+# binary a finished build there lacks, or every target when there is none.
+missing_targets() {
+    local target
+    for target in "${TARGETS[@]}"; do
+        [[ -f "$1/complete" && -x "$1/${target##*/}" ]] || echo "$target"
+    done
+}
+
+# Usage: report_progress STARTED_EPOCH BUILD_LOG ESTIMATE &
 # A line every PROGRESS_SECONDS while the build runs: minutes so far and the
 # latest step upstream's make announced ("+++ [time] Building go targets ...",
 # followed by what it builds), so a first run is never silent for long.
 report_progress() {
-    local started=$1 build_log=$2 step
+    local started=$1 build_log=$2 estimate=$3 step
     while sleep "$PROGRESS_SECONDS"; do
         step="$(awk '/^\+\+\+ / { step = $0; what = ""; next }
                      step != "" && /^ +[^ ]/ { sub(/^ +/, ""); what = what (what ? ", " : "") $0 }
                      END { sub(/^\+\+\+ \[[^]]*\] /, "", step); print step (what ? " " what : "") }' \
                 "$build_log" 2>/dev/null)"
-        log "still building: $(( ($(date +%s) - started) / 60 )) min so far ($BUILD_ESTIMATE in all)" \
+        log "still building: $(( ($(date +%s) - started) / 60 )) min so far ($estimate in all)" \
             "${step:+- $step}"
     done
 }
 
+# Usage: build VERSION BIN_DIR TARGET...
+# A first build fills BIN_DIR.tmp and renames it to BIN_DIR once complete; a
+# finished build in BIN_DIR gains the binaries (and image data) it lacks in
+# place, each copied under a temporary name and renamed, so that a reader never
+# sees half a file and `--check` stays false until the last one is there.
 build() {
     local version="$1" bin_dir="$2" workdir srcdir build_log started progress_pid
+    shift 2
+    local targets=("$@") binaries=("${@##*/}") dest estimate
+    if [[ -f "$bin_dir/complete" ]]; then
+        dest="$bin_dir"
+        estimate="$ADD_ESTIMATE"
+    else
+        dest="$bin_dir.tmp"
+        estimate="$BUILD_ESTIMATE"
+    fi
     build_log="$cache_root/$SOURCE_PACKAGE-$version.build.log"
     started=$SECONDS
     mkdir -p "$work_root"
     workdir="$(mktemp -d "$work_root/pykubelet-k8s-build.XXXXXX")"
     : >"$build_log"
-    report_progress "$(date +%s)" "$build_log" &
+    report_progress "$(date +%s)" "$build_log" "$estimate" &
     progress_pid=$!
     # The source tree and the Go caches are large: never leave them behind.
     trap 'kill "$progress_pid" 2>/dev/null; rm -rf "$workdir"' EXIT
-    log "building $SOURCE_PACKAGE $version (${BINARIES[*]}) from source: $BUILD_ESTIMATE" \
-        "on a first run, cached afterwards; log: $build_log"
+    if [[ "$dest" == "$bin_dir" ]]; then
+        log "adding ${binaries[*]:-image data} to $bin_dir, built from source: $estimate;" \
+            "log: $build_log"
+    else
+        log "building $SOURCE_PACKAGE $version (${binaries[*]}) from source: $estimate" \
+            "on a first run, cached afterwards; log: $build_log"
+    fi
     (cd "$workdir" && apt-get -o APT::Sandbox::User=root source -qq "$SOURCE_PACKAGE=$version") \
         >>"$build_log" 2>&1 || { tail -n 20 "$build_log" >&2; die "apt-get source $SOURCE_PACKAGE=$version failed"; }
     srcdir="$(find "$workdir" -mindepth 1 -maxdepth 1 -type d -name "$SOURCE_PACKAGE-*" | head -n 1)"
@@ -257,37 +294,49 @@ build() {
     # may come from the network; the version stamp comes from the package.
     local upstream_version="${version#*really}"
     upstream_version="v${upstream_version%%-*}"
-    (
-        cd "$srcdir"
-        export GOPATH="$workdir/gopath" GOCACHE="$workdir/gocache" GOPROXY=off \
-            GOTOOLCHAIN=local GOFLAGS=-mod=vendor GO111MODULE=off \
-            KUBE_GIT_VERSION="$upstream_version" KUBE_GIT_TREE_STATE=clean \
-            KUBE_BUILD_PLATFORMS=linux/"$(go env GOARCH)" \
-            KUBE_STATIC_OVERRIDES="$STATIC_IMAGE_PROGRAMS"
-        make WHAT="${TARGETS[*]}"
-    ) >>"$build_log" 2>&1 || { tail -n 30 "$build_log" >&2; die "make failed (log: $build_log)"; }
+    # An empty WHAT would make every upstream target: only image data missing
+    # needs the source but no make.
+    if [[ ${#targets[@]} -gt 0 ]]; then
+        (
+            cd "$srcdir"
+            export GOPATH="$workdir/gopath" GOCACHE="$workdir/gocache" GOPROXY=off \
+                GOTOOLCHAIN=local GOFLAGS=-mod=vendor GO111MODULE=off \
+                KUBE_GIT_VERSION="$upstream_version" KUBE_GIT_TREE_STATE=clean \
+                KUBE_BUILD_PLATFORMS=linux/"$(go env GOARCH)" \
+                KUBE_STATIC_OVERRIDES="$STATIC_IMAGE_PROGRAMS"
+            make WHAT="${targets[*]}"
+        ) >>"$build_log" 2>&1 || { tail -n 30 "$build_log" >&2; die "make failed (log: $build_log)"; }
+    fi
 
     local out
     out="$srcdir/_output/local/bin/linux/$(go env GOARCH)"
-    mkdir -p "$bin_dir.tmp"
-    for binary in "${BINARIES[@]}"; do
+    mkdir -p "$dest"
+    for binary in "${binaries[@]}"; do
         [[ -x "$out/$binary" ]] || die "make produced no $binary in $out"
-        cp "$out/$binary" "$bin_dir.tmp/"
+        cp "$out/$binary" "$dest/.$binary.new"
+        mv "$dest/.$binary.new" "$dest/$binary"
     done
     local data
     for data in "${IMAGE_DATA[@]}"; do
-        mkdir -p "$bin_dir.tmp/image-data/$(dirname "$data")"
-        cp "$srcdir/$data" "$bin_dir.tmp/image-data/$data"
+        [[ -f "$dest/image-data/$data" ]] && continue
+        mkdir -p "$dest/image-data/$(dirname "$data")"
+        cp "$srcdir/$data" "$dest/image-data/$data.new"
+        mv "$dest/image-data/$data.new" "$dest/image-data/$data"
     done
-    "$bin_dir.tmp/kube-apiserver" --version >"$bin_dir.tmp/version" 2>&1 \
-        || die "the built kube-apiserver does not run"
-    echo "$version" >"$bin_dir.tmp/complete"
-    rm -rf "$bin_dir"
-    mv "$bin_dir.tmp" "$bin_dir"
+    if [[ -x "$out/kube-apiserver" ]]; then
+        "$dest/kube-apiserver" --version >"$dest/version" 2>&1 \
+            || die "the built kube-apiserver does not run"
+    fi
+    if [[ "$dest" != "$bin_dir" ]]; then
+        echo "$version" >"$dest/complete"
+        rm -rf "$bin_dir"
+        mv "$dest" "$bin_dir"
+    fi
     rm -rf "$workdir"
     kill "$progress_pid" 2>/dev/null || true
     trap - EXIT
-    log "built $(cat "$bin_dir/version") in $((SECONDS - started)) s into $bin_dir"
+    log "built ${binaries[*]:-image data} ($(cat "$bin_dir/version")) in $((SECONDS - started)) s" \
+        "into $bin_dir"
 }
 
 main() {
@@ -324,7 +373,9 @@ main() {
         flock 9
         if ! cache_complete "$bin_dir"; then
             install_missing "${BUILD_PACKAGES[@]}"
-            build "$version" "$bin_dir"
+            local targets
+            mapfile -t targets < <(missing_targets "$bin_dir")
+            build "$version" "$bin_dir" "${targets[@]}"
         fi
         flock -u 9
     fi

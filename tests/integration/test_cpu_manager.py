@@ -112,3 +112,37 @@ def test_a_state_file_of_another_policy_stops_the_kubelet(testbed: Testbed,
         assert "please drain this node and delete the CPU manager checkpoint file" in log
     finally:
         node.stop()
+
+
+def test_single_numa_node_topology_manager_admits_what_one_node_holds(
+        testbed: Testbed, tmp_path: Path) -> None:
+    """This machine is one NUMA node of two CPUs, CPU 0 reserved: one CPU can be had.
+
+    The topology manager runs the CPU manager's hints: a pod asking for one CPU gets
+    node 0 and runs on CPU 1; one asking for two finds no NUMA node with two free
+    CPUs (its hints are empty), which ``single-numa-node`` refuses, as upstream, with
+    ``TopologyAffinityError`` before the CPU manager is asked to allocate anything.
+    """
+    node = KubeletProcess(tmp_path, testbed.endpoint, extra_config={
+        "cpuManagerPolicy": "static", "reservedSystemCPUs": "0",
+        "topologyManagerPolicy": "single-numa-node", "memoryManagerPolicy": "None"})
+    node.start()
+    try:
+        image = testbed.busybox_image
+        one, two = ({"cpu": cpus, "memory": "32Mi"} for cpus in ("1", "2"))
+        node.write_pod(reporting_pod("aligned", image, {"requests": one, "limits": one}))
+        node.wait_phase("aligned", "Running")
+        node.wait_for(lambda: cpus_allowed(node, "aligned") == "1", 30, "aligned on CPU 1")
+
+        node.write_pod(reporting_pod("too-wide", image, {"requests": two, "limits": two}))
+        refused = node.wait_phase("too-wide", "Failed")
+        assert refused["reason"] == "TopologyAffinityError"
+        assert refused["message"] == ("Pod was rejected: Resources cannot be allocated with "
+                                      "Topology locality")
+        assert list(state(node)["entries"]) == [uid_of(node, "aligned")]
+        # The topology manager's fields and memoryManagerPolicy None are acted on.
+        notices = [line for line in node.log_text().splitlines() if "not acted on" in line]
+        assert not any("ManagerPolicy" in line for line in notices), notices
+    finally:
+        node.stop()
+        remove_everything(testbed.endpoint)

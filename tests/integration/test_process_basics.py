@@ -38,7 +38,7 @@ def test_exit_on_lock_contention_hands_over_to_the_new_kubelet(testbed: Testbed,
 def test_startup_lists_fields_not_acted_on_once_and_logs_in_klog_format(
         testbed: Testbed, tmp_path: Path) -> None:
     kubelet = KubeletProcess(tmp_path, testbed.endpoint, extra_config={
-        "hairpinMode": "hairpin-veth", "topologyManagerPolicy": "best-effort",
+        "hairpinMode": "hairpin-veth", "memoryManagerPolicy": "Static",
         "evictionHard": {"memory.available": "100Mi"}})
     kubelet.start()
     try:
@@ -47,7 +47,7 @@ def test_startup_lists_fields_not_acted_on_once_and_logs_in_klog_format(
         kubelet.stop()
     notices = [line for line in log.splitlines() if "not acted on" in line]
     assert len(notices) == 1
-    assert "hairpinMode" in notices[0] and "topologyManagerPolicy" in notices[0]
+    assert "hairpinMode" in notices[0] and "memoryManagerPolicy" in notices[0]
     # Fields pykubelet implements are not listed (eviction is implemented).
     assert "staticPodPath" not in notices[0] and "evictionHard" not in notices[0]
     lines = [line for line in log.splitlines() if line.strip()]

@@ -10,12 +10,15 @@ error that names the failed task (the sync loop).
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import pykubelet.cm.manager
+import pykubelet.kubelet.kubelet as kubelet_module
+from pykubelet.cm.devicemanager import DeviceManager
 from pykubelet.cm.kernel_tunables import setup_kernel_tunables
 from pykubelet.cmd.options import parse_command_line
 from pykubelet.cmd.server import StartupError, run, unsecured_dependencies
@@ -34,15 +37,18 @@ pytestmark = pytest.mark.containerd
 
 
 @pytest.fixture(autouse=True)
-def masked_kernel_tunables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def kept_off_the_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kubelet run in this process is in the host's mount namespace: its container
-    manager checks and sets the kernel tunables in files of the test's instead."""
+    manager checks and sets the kernel tunables in files of the test's instead, and its
+    device manager serves its registration socket in a directory of the test's."""
     tunables = write_kernel_tunables(tmp_path / "kernel-tunables")
 
     def in_test_files(**kwargs: Any) -> None:
         setup_kernel_tunables(**{**kwargs, "sysctl_dir": str(tunables)})
 
     monkeypatch.setattr(pykubelet.cm.manager, "setup_kernel_tunables", in_test_files)
+    monkeypatch.setattr(kubelet_module, "DeviceManager", functools.partial(
+        DeviceManager, plugin_dir=str(tmp_path / "device-plugins")))
 
 
 def in_process_kubelet(tmp_path: Path, testbed: Testbed) -> tuple[KubeletProcess, list[str]]:
@@ -93,7 +99,6 @@ async def test_a_crashed_pleg_is_logged_restarted_and_pods_still_run(
 async def test_a_crashed_sync_loop_stops_the_kubelet_naming_it(
         testbed: Testbed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    import pykubelet.kubelet.kubelet as kubelet_module
 
     async def broken_sync_loop(*_: Any) -> None:
         await asyncio.sleep(0.2)

@@ -18,6 +18,8 @@ from kubernetes_asyncio.client import AuthenticationV1TokenRequest, V1Node, V1Po
 
 from pykubelet.client.informer import ObjectInformer
 from pykubelet.cm.cpumanager import CPUManager, new_cpu_manager
+from pykubelet.cm.devicemanager import DeviceManager
+from pykubelet.cm.topologymanager import AffinityStore
 from pykubelet.cmd.options import parse_command_line
 from pykubelet.container.cache import PodCache
 from pykubelet.cri import RemoteImageService, RemoteRuntimeService
@@ -25,7 +27,12 @@ from pykubelet.envvars import ServiceStore
 from pykubelet.events import Event, LoggingRecorder
 from pykubelet.kubelet.dependencies import Dependencies
 from pykubelet.kubelet.getters import RootDirs
-from pykubelet.kubelet.kubelet import Kubelet, KubeletOptions, SyncLoopMonitor
+from pykubelet.kubelet.kubelet import (
+    Kubelet,
+    KubeletOptions,
+    PodResourcesPods,
+    SyncLoopMonitor,
+)
 from pykubelet.kubelet.network_linux import IPTablesUtilChains
 from pykubelet.kubelet.node_status import ClusterParts
 from pykubelet.kubelet.pod_manager import PodManager
@@ -38,6 +45,7 @@ from pykubelet.nodelease import NodeLeaseController
 from pykubelet.nodestatus import NodeStatusManager, NodeStatusOptions
 from pykubelet.objectcache import DirectStore, Manager
 from pykubelet.pleg import GenericPLEG
+from pykubelet.podresources import PodResourcesServer, Providers
 from pykubelet.podworkers import PodWorkers, UpdatePodOptions
 from pykubelet.prober.manager import ProbeManager
 from pykubelet.prober.prober import Prober
@@ -177,6 +185,10 @@ def build_kubelet(root_dir: Path, *, cluster: ClusterParts | None,
         deps.image_service, runtime, workers, active_pods=list, kill_pod=_no_kill,
         recorder=recorder, node_name=NODE, sandbox_image="")
     volume_host = VolumeHost(lambda: (4000, 8 << 30))
+    cpu_manager = none_cpu_manager(root_dir, deps.runtime_service)
+    # Its own plugin directory: a unit test never serves the host's kubelet.sock.
+    device_manager = DeviceManager(active_pods=list, sources_ready=lambda: True,
+                                   plugin_dir=str(root_dir / "device-plugins"))
     kubelet = Kubelet(
         KubeletOptions(node_name=NODE, root_dir=str(root_dir)), deps=deps,
         supervisor=Supervisor(), runtime=runtime, cache=cache, pleg=GenericPLEG(runtime, cache),
@@ -188,7 +200,9 @@ def build_kubelet(root_dir: Path, *, cluster: ClusterParts | None,
         stats_provider=StatsProvider(deps.runtime_service, deps.image_service, NODE,
                                      str(root_dir), str(root_dir / "pod-logs")),
         admit_handlers=admit_handlers or [], pod_sync_loop_handlers=[],
-        resources=resources, cpu_manager=none_cpu_manager(root_dir, deps.runtime_service),
+        resources=resources, cpu_manager=cpu_manager, device_manager=device_manager,
+        pod_resources=PodResourcesServer(Providers(
+            pods=PodResourcesPods(list, pods), devices=device_manager, cpus=cpu_manager)),
         volume_manager=VolumeManager(RootDirs(str(root_dir)), recorder, volume_host,
                                      pod_runtime_removed=lambda uid: True,
                                      sources_ready=lambda: True),
@@ -201,7 +215,8 @@ def none_cpu_manager(root_dir: Path, runtime_service: RemoteRuntimeService) -> C
     return new_cpu_manager(policy_name="none", root_dir=str(root_dir), reserved_system_cpus="",
                            kube_reserved={}, system_reserved={}, reconcile_period=10.0,
                            runtime_service=runtime_service, active_pods=list,
-                           pod_status=lambda uid: None, sources_ready=lambda: True)
+                           pod_status=lambda uid: None, sources_ready=lambda: True,
+                           affinity=AffinityStore())
 
 
 async def _no_kill(pod: V1Pod, grace: int, status_func: Any) -> None:

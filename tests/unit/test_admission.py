@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -46,7 +47,8 @@ def pod(name: str = "p", source: str = "api", requests: dict[str, str] | None = 
 def admit(candidate: Any, others: list[Any] | None = None,
           the_node: V1Node | None = None) -> tuple[bool, str, str]:
     handler = PredicateAdmitHandler(lambda: the_node or node())
-    result = handler.admit(PodAdmitAttributes(candidate, others or []))
+    # The handlers' checks are pure; the coroutine runs at once.
+    result = asyncio.run(handler.admit(PodAdmitAttributes(candidate, others or [])))
     return result.admit, result.reason, result.message
 
 
@@ -184,18 +186,19 @@ def sysctl_pod(*names: str, **spec: Any) -> Any:
     return pod(securityContext={"sysctls": [{"name": n, "value": "1"} for n in names]}, **spec)
 
 
-def test_safe_sysctls_are_admitted_and_others_forbidden() -> None:
+async def test_safe_sysctls_are_admitted_and_others_forbidden() -> None:
     allowlist = SysctlAllowlist(safe_sysctl_allowlist((5, 10)))
-    assert allowlist.admit(PodAdmitAttributes(sysctl_pod("net.ipv4.tcp_syncookies"))).admit
-    result = allowlist.admit(PodAdmitAttributes(sysctl_pod("kernel.msgmax")))
+    assert (await allowlist.admit(
+        PodAdmitAttributes(sysctl_pod("net.ipv4.tcp_syncookies")))).admit
+    result = await allowlist.admit(PodAdmitAttributes(sysctl_pod("kernel.msgmax")))
     assert (result.admit, result.reason, result.message) == (
         False, "SysctlForbidden", 'forbidden sysctl: "kernel.msgmax" not allowlisted')
 
 
-def test_unsafe_sysctls_allowed_by_the_node_and_host_namespaces() -> None:
+async def test_unsafe_sysctls_allowed_by_the_node_and_host_namespaces() -> None:
     allowlist = SysctlAllowlist(["kernel.msg*", "net.core.somaxconn"])
-    assert allowlist.admit(PodAdmitAttributes(sysctl_pod("kernel.msgmax"))).admit
-    result = allowlist.admit(PodAdmitAttributes(sysctl_pod("net.core.somaxconn",
+    assert (await allowlist.admit(PodAdmitAttributes(sysctl_pod("kernel.msgmax")))).admit
+    result = await allowlist.admit(PodAdmitAttributes(sysctl_pod("net.core.somaxconn",
                                                            hostNetwork=True)))
     assert result.message == ('forbidden sysctl: "net.core.somaxconn" not allowed with host '
                               'Net enabled')

@@ -32,6 +32,7 @@ from pykubelet.cm.cpumanager.topology import (
     discover,
     take_by_topology,
 )
+from pykubelet.cm.topologymanager import AffinityStore, TopologyManager, new_topology_manager
 from pykubelet.cmd.options import parse_command_line
 from pykubelet.container import ContainerID, ContainerState, ContainerStatus, PodStatus
 from pykubelet.kubelet.resources import node_reservations
@@ -77,25 +78,35 @@ class RecordingRuntime:
 
 
 class Node:
-    """A CPU manager over fakes: the active pods and their running containers."""
+    """A CPU manager over fakes: the active pods and their running containers.
+
+    Pods are admitted as the kubelet admits them: through the topology manager
+    (``topology_policy``), with the CPU manager as its hint provider.
+    """
 
     def __init__(self, root: Path, *, policy: str = "static", reserved: str = "0",
-                 topology: CPUTopology = TWO_CPUS, sources_ready: bool = True) -> None:
+                 topology: CPUTopology = TWO_CPUS, sources_ready: bool = True,
+                 topology_policy: str = "none", topology_scope: str = "container") -> None:
         self.root = root
         self.pods: list[Any] = []
         self.statuses: dict[str, PodStatus] = {}
         self.runtime = RecordingRuntime()
         self.ready = sources_ready
+        affinity = AffinityStore()
         self.manager: CPUManager = new_cpu_manager(
             policy_name=policy, root_dir=str(root), reserved_system_cpus=reserved,
             kube_reserved={}, system_reserved={}, reconcile_period=10.0,
             runtime_service=self.runtime,  # type: ignore[arg-type]
             active_pods=lambda: list(self.pods), pod_status=self.statuses.get,
-            sources_ready=lambda: self.ready, topology=lambda: topology)
+            sources_ready=lambda: self.ready, affinity=affinity, topology=lambda: topology)
+        self.topology_manager: TopologyManager = new_topology_manager(
+            policy_name=topology_policy, scope_name=topology_scope,
+            numa_nodes=topology.numa_nodes, hint_providers=[self.manager], store=affinity)
 
     def admit(self, candidate: Any) -> tuple[bool, str, str]:
-        result = self.manager.admit(PodAdmitAttributes(candidate, list(self.pods)))
-        if result.admit:
+        others = [p for p in self.pods if p.metadata.uid != candidate.metadata.uid]
+        result = asyncio.run(self.topology_manager.admit(PodAdmitAttributes(candidate, others)))
+        if result.admit and candidate not in self.pods:
             self.pods.append(candidate)
         return result.admit, result.reason, result.message
 
@@ -148,14 +159,34 @@ def test_topology_is_read_from_sysfs_as_cadvisor_reads_it(tmp_path: Path) -> Non
         topo.mkdir(parents=True)
         (topo / "physical_package_id").write_text(f"{socket}\n")
         (topo / "core_id").write_text(f"{core}\n")
-    found = discover(str(tmp_path))
+    for node, cpus in (("node0", "0-1"), ("node1", "2-3")):
+        (tmp_path / "node" / node).mkdir(parents=True)
+        (tmp_path / "node" / node / "cpulist").write_text(f"{cpus}\n")
+    (tmp_path / "node" / "online").write_text("0-1\n")
+    found = discover(str(tmp_path), str(tmp_path / "node"))
     assert found.all_cpus() == {0, 1, 2, 3}
     assert found.core_cpus(found.info(0).core) == {0, 2}
+    assert found.numa_nodes() == [0, 1]
+    assert found.numa_node_cpus([1]) == {2, 3}
+
+
+def test_without_numa_in_sysfs_each_socket_is_a_numa_node(tmp_path: Path) -> None:
+    """cadvisor's fallback when the kernel has no /sys/devices/system/node."""
+    (tmp_path / "online").write_text("0-1\n")
+    for cpu in (0, 1):
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text(f"{cpu}\n")
+        (topo / "core_id").write_text("0\n")
+    found = discover(str(tmp_path), str(tmp_path / "no-such-dir"))
+    assert found.numa_nodes() == [0, 1]
+    assert found.numa_node_cpus([1]) == {1}
 
 
 def test_this_machine_topology_lists_every_online_cpu() -> None:
     import os
     assert len(discover().all_cpus()) == os.cpu_count()
+    assert discover().numa_nodes()  # at least one NUMA node, whatever the kernel has
 
 
 def test_taking_cpus_packs_whole_cores_then_fills_partly_used_ones() -> None:
@@ -222,7 +253,7 @@ def test_readmission_keeps_the_assignment(tmp_path: Path) -> None:
     node.manager.start()
     first = pod("g", container("c", "1"))
     node.run(first)
-    assert node.manager.admit(PodAdmitAttributes(first, [])).admit
+    assert node.admit(first)[0]
     assert node.cpus("g") == "1"
     assert node.state_file()["defaultCpuSet"] == "0"
 
@@ -306,7 +337,115 @@ def test_containers_are_created_with_the_managers_cpuset(tmp_path: Path) -> None
                                plain).cpuset_cpus == ""
 
 
-# --- the checkpoint -----------------------------------------------------------------------------
+# --- topology hints and NUMA-aligned allocation ------------------------------------------------
+
+# Two NUMA nodes of two CPUs each (one socket per node): 0-1 on node 0, 2-3 on node 1.
+TWO_NUMA_NODES = CPUTopology(tuple(CPUInfo(cpu, cpu, cpu // 2, cpu // 2) for cpu in range(4)))
+
+
+def cpu_hints(node: Node, candidate: Any, container_name: str = "c") -> list[str] | None:
+    """The CPU manager's hints for one container, as "<nodes> <preferred>"."""
+    found = next(c for c in candidate.spec.containers if c.name == container_name)
+    hints = node.manager.get_topology_hints(candidate, found)
+    if hints is None:
+        return None
+    return [f"{hint.affinity.bits() if hint.affinity else None} {hint.preferred}"
+            for hint in hints["cpu"] or []]
+
+
+def test_static_hints_name_each_numa_set_that_fits_preferring_the_fewest_nodes(
+        tmp_path: Path) -> None:
+    node = Node(tmp_path, topology=TWO_NUMA_NODES)  # CPU 0 reserved
+    node.manager.start()
+    # One CPU: node 0 (CPU 1) or node 1 alone, both preferred; both nodes is wider.
+    assert cpu_hints(node, pod("a", container("c", "1"))) == [
+        "[0] True", "[1] True", "[0, 1] False"]
+    # Two: node 0 has only one free CPU left, so node 1 alone or both.
+    assert cpu_hints(node, pod("b", container("c", "2"))) == ["[1] True", "[0, 1] False"]
+    # Three fit no single node on this machine: both nodes is as narrow as it gets.
+    assert cpu_hints(node, pod("c", container("c", "3"))) == ["[0, 1] True"]
+    # Four: only three are free anywhere, a request no NUMA set can meet.
+    assert cpu_hints(node, pod("d", container("c", "4"))) == []
+    # Shared-pool containers have no preference at all.
+    assert cpu_hints(node, pod("e", container("c", "500m"))) is None
+    assert cpu_hints(node, pod("f", container("c", "1", guaranteed=False))) is None
+
+
+def test_the_none_cpu_policy_gives_no_hints(tmp_path: Path) -> None:
+    node = Node(tmp_path, policy="none", reserved="", topology=TWO_NUMA_NODES)
+    node.manager.start()
+    assert cpu_hints(node, pod("a", container("c", "1"))) is None
+
+
+def test_a_container_holding_cpus_gets_the_hints_of_what_it_holds(tmp_path: Path) -> None:
+    node = Node(tmp_path, topology=TWO_NUMA_NODES, topology_policy="single-numa-node")
+    node.manager.start()
+    held = pod("g", container("c", "2"))
+    node.run(held)
+    assert node.cpus("g") == "2-3"
+    assert cpu_hints(node, held) == ["[1] True", "[0, 1] False"]
+    # Asked for a different number than it holds (a changed spec): nothing can meet it.
+    resized = pod("g", container("c", "1"))
+    assert cpu_hints(node, resized) == []
+
+
+def test_single_numa_node_places_each_container_on_one_node_or_refuses_the_pod(
+        tmp_path: Path) -> None:
+    node = Node(tmp_path, topology=TWO_NUMA_NODES, topology_policy="single-numa-node")
+    node.manager.start()
+    node.run(pod("one", container("c", "1")))
+    assert node.cpus("one") == "1"  # node 0, the lower of two equally narrow choices
+    node.run(pod("two", container("c", "2")))
+    assert node.cpus("two") == "2-3"  # node 1, the only node with two free CPUs
+    assert node.admit(pod("three", container("c", "1"))) == (
+        False, "TopologyAffinityError", "Resources cannot be allocated with Topology locality")
+    assert "uid-three" not in node.state_file()["entries"]
+
+
+def numa_node(root: Path, topology_policy: str, topology_scope: str = "container") -> Node:
+    root.mkdir()
+    node = Node(root, topology=TWO_NUMA_NODES, topology_policy=topology_policy,
+                topology_scope=topology_scope)
+    node.manager.start()
+    return node
+
+
+@pytest.mark.parametrize("topology_policy", ["best-effort", "restricted"])
+def test_a_request_no_single_node_can_hold_spans_nodes_unless_single_numa_node(
+        tmp_path: Path, topology_policy: str) -> None:
+    spread = numa_node(tmp_path / "spread", topology_policy)
+    spread.run(pod("three", container("c", "3")))
+    assert spread.cpus("three") == "1-3"
+    single = numa_node(tmp_path / "single", "single-numa-node")
+    assert single.admit(pod("three", container("c", "3")))[1] == "TopologyAffinityError"
+
+
+def test_pod_scope_keeps_all_of_a_pods_containers_on_one_node(tmp_path: Path) -> None:
+    two_containers = [container("a", "1"), container("b", "1")]
+    per_container = numa_node(tmp_path / "container", "single-numa-node")
+    per_container.run(pod("p", *two_containers))
+    # Each container alone fits node 0's one free CPU: the pod is split over both nodes.
+    assert (per_container.cpus("p", "a"), per_container.cpus("p", "b")) == ("1", "2")
+
+    per_pod = numa_node(tmp_path / "pod", "single-numa-node", topology_scope="pod")
+    per_pod.run(pod("p", *two_containers))
+    assert (per_pod.cpus("p", "a"), per_pod.cpus("p", "b")) == ("2", "3")
+    hint = per_pod.topology_manager.get_affinity("uid-p", "b")
+    assert hint.affinity is not None and hint.affinity.bits() == [1]
+
+
+def test_pod_hints_count_sidecars_beside_app_containers(tmp_path: Path) -> None:
+    node = Node(tmp_path, topology=TWO_NUMA_NODES)
+    node.manager.start()
+    sidecar = container("proxy", "1", restartPolicy="Always")
+    with_sidecar = pod("s", container("c", "1"), init=[container("setup", "2"), sidecar])
+    # The peak is the setup container (2) or the sidecar with the app container (2).
+    hints = node.manager.get_pod_topology_hints(with_sidecar)
+    assert hints is not None
+    assert [(h.affinity.bits() if h.affinity else None, h.preferred)
+            for h in hints["cpu"] or []] == [([1], True), ([0, 1], False)]
+
+
 
 def test_the_checksum_is_upstreams() -> None:
     # Upstream's own test vectors (state_checkpoint_test.go).

@@ -28,10 +28,11 @@ from tests.unit.kubelet_fakes import (
 CLUSTER_LOOPS = ["node-informer", "node-status", "node-status-fast-update", "node-lease",
                  "status-manager", "service-informer", "token-cleanup"]
 # What every kubelet runs: runtime health, garbage collection, eviction, log rotation,
-# QoS cgroups, volumes and the pod lifecycle events.
+# QoS cgroups, the device plugins' registration, the pod-resources API, volumes and the
+# pod lifecycle events.
 NODE_LOOPS = ["runtime-up", "container-gc", "container-deletor", "image-gc",
-              "container-log-manager", "eviction-manager", "qos-cgroups", "volume-manager",
-              "pleg"]
+              "container-log-manager", "eviction-manager", "qos-cgroups", "device-manager",
+              "pod-resources", "volume-manager", "pleg"]
 
 
 def test_a_standalone_kubelet_sends_no_node_status_and_holds_no_lease(tmp_path: Path) -> None:
@@ -58,7 +59,7 @@ async def test_a_cluster_kubelet_deletes_the_mirror_pod_of_a_static_pod_no_sourc
                         CONFIG_HASH_ANNOTATION_KEY: "static-uid",
                         CONFIG_MIRROR_ANNOTATION_KEY: "static-uid"}},
         "spec": {"nodeName": "n1", "containers": [{"name": "etcd", "image": "etcd"}]}})
-    built.kubelet.handle_pod_additions([orphan])
+    await built.kubelet.handle_pod_additions([orphan])
     assert built.workers.updates == []  # a mirror pod is never run
     await built.kubelet.delete_orphaned_mirror_pods()
     assert mirrors.deleted == ["etcd-n1_kube-system"]

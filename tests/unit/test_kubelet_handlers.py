@@ -54,16 +54,17 @@ def mirror_of(static: Any, uid: str = "mirror-uid") -> Any:
     return mirror
 
 
-def test_admitted_pods_are_created_oldest_first() -> None:
+async def test_admitted_pods_are_created_oldest_first() -> None:
     the_kubelet, workers, _ = kubelet()
-    the_kubelet.handle_pod_additions([pod("young", created="2026-01-02T00:00:00Z"),
+    await the_kubelet.handle_pod_additions([pod("young", created="2026-01-02T00:00:00Z"),
                                       pod("old", created="2026-01-01T00:00:00Z")])
     assert workers.summary() == [("create", "old", None), ("create", "young", None)]
 
 
-def test_rejected_pods_never_reach_a_worker_and_are_failed_with_an_event() -> None:
+async def test_rejected_pods_never_reach_a_worker_and_are_failed_with_an_event() -> None:
     the_kubelet, workers, events = kubelet(node(pods=1))
-    the_kubelet.handle_pod_additions([pod("first"), pod("second", created="2026-01-03T00:00:00Z")])
+    await the_kubelet.handle_pod_additions(
+        [pod("first"), pod("second", created="2026-01-03T00:00:00Z")])
     assert workers.summary() == [("create", "first", None)]
     status = the_kubelet.status_manager.get_pod_status("uid-second")
     assert status is not None
@@ -73,21 +74,21 @@ def test_rejected_pods_never_reach_a_worker_and_are_failed_with_an_event() -> No
     assert [(e.reason, e.type) for e in events] == [("OutOfpods", "Warning")]
 
 
-def test_terminated_pods_free_their_place() -> None:
+async def test_terminated_pods_free_their_place() -> None:
     the_kubelet, workers, _ = kubelet(node(pods=1))
-    the_kubelet.handle_pod_additions([pod("first")])
+    await the_kubelet.handle_pod_additions([pod("first")])
     workers.terminated.add("uid-first")
-    the_kubelet.handle_pod_additions([pod("second")])
+    await the_kubelet.handle_pod_additions([pod("second")])
     assert [name for _, name, _ in workers.summary()] == ["first", "second"]
 
 
-def test_mirror_pods_are_never_run_and_update_their_static_pod() -> None:
+async def test_mirror_pods_are_never_run_and_update_their_static_pod() -> None:
     the_kubelet, workers, _ = kubelet()
     static = pod("etcd", source="file")
     mirror = mirror_of(static)
-    the_kubelet.handle_pod_additions([mirror])  # static pod not known yet: nothing to do
+    await the_kubelet.handle_pod_additions([mirror])  # static pod not known yet: nothing to do
     assert workers.updates == []
-    the_kubelet.handle_pod_additions([static])
+    await the_kubelet.handle_pod_additions([static])
     assert workers.summary() == [("create", "etcd", "mirror-uid")]
     the_kubelet.handle_pod_updates([mirror])
     the_kubelet.handle_pod_removes([mirror])
@@ -97,18 +98,18 @@ def test_mirror_pods_are_never_run_and_update_their_static_pod() -> None:
     assert all(u.update_type != SyncPodType.KILL for u in workers.updates)
 
 
-def test_removed_pods_are_killed() -> None:
+async def test_removed_pods_are_killed() -> None:
     the_kubelet, workers, _ = kubelet()
     gone = pod("gone")
-    the_kubelet.handle_pod_additions([gone])
+    await the_kubelet.handle_pod_additions([gone])
     the_kubelet.handle_pod_removes([gone])
     assert workers.summary()[-1] == ("kill", "gone", None)
     assert the_kubelet.pod_manager.get_pods() == []
 
 
-def test_a_status_only_change_is_remembered_without_a_sync() -> None:
+async def test_a_status_only_change_is_remembered_without_a_sync() -> None:
     the_kubelet, workers, _ = kubelet()
-    the_kubelet.handle_pod_additions([pod("p")])
+    await the_kubelet.handle_pod_additions([pod("p")])
     changed = pod("p")
     changed.status = V1PodStatus(phase="Running")
     the_kubelet.handle_pod_reconcile([changed])
@@ -116,6 +117,6 @@ def test_a_status_only_change_is_remembered_without_a_sync() -> None:
     reconciled = the_kubelet.pod_manager.get_pod_by_uid("uid-p")
     assert reconciled is not None and reconciled.status.phase == "Running"
     gated = pod("gated", readinessGates=[{"conditionType": "example.com/ready"}])
-    the_kubelet.handle_pod_additions([gated])
+    await the_kubelet.handle_pod_additions([gated])
     the_kubelet.handle_pod_reconcile([gated])
     assert workers.summary()[-1] == ("sync", "gated", None)

@@ -186,7 +186,7 @@ def test_help_marks_flags_accepted_but_not_acted_on() -> None:
     mark = "[not acted on yet]"
     assert f"Flags marked {mark} are accepted" in text
     # Config-field flags follow the start-up list of fields acted on...
-    for flag in ("--topology-manager-policy", "--hairpin-mode"):
+    for flag in ("--topology-manager-policy-options", "--hairpin-mode"):
         assert mark in help_entry(text, flag), flag
     for flag in ("--pod-manifest-path", "--max-pods", "--cluster-dns", "--sync-frequency",
                  "--eviction-hard", "--kube-reserved", "--maximum-dead-containers",
@@ -205,12 +205,12 @@ def test_settings_not_acted_on_name_file_fields_and_given_flags(tmp_path: Path) 
     path = config_file(tmp_path, "hairpinMode: hairpin-veth\nevictionHard: "
                                  "{memory.available: 100Mi}\nmaxPods: 20\n")
     server = run(f"--config={path}", "--pod-infra-container-image=registry.example/pause:1",
-                 "--topology-manager-policy", "best-effort", "--root-dir=/var/lib/pyk",
+                 "--memory-manager-policy", "Static", "--root-dir=/var/lib/pyk",
                  "--max-pods=9",
                  "--eviction-hard", "memory.available<200Mi", "--kubeconfig=/etc/kubelet.conf",
                  "--cloud-provider=external")
-    assert not_acted_on(server) == ["hairpinMode", "--pod-infra-container-image",
-                                    "--topology-manager-policy"]
+    assert not_acted_on(server) == ["hairpinMode", "--memory-manager-policy",
+                                    "--pod-infra-container-image"]
     assert not_acted_on(run("--root-dir=/var/lib/pyk")) == []
 
 

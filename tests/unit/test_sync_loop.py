@@ -30,7 +30,7 @@ class RecordingHandler:
     def _record(self, kind: str, pods: list[V1Pod]) -> None:
         self.calls.append((kind, [p.metadata.uid for p in pods]))
 
-    def handle_pod_additions(self, pods: list[V1Pod]) -> None:
+    async def handle_pod_additions(self, pods: list[V1Pod]) -> None:
         self._record("add", pods)
 
     def handle_pod_updates(self, pods: list[V1Pod]) -> None:

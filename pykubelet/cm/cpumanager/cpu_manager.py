@@ -2,9 +2,12 @@
 
 - ``start`` (from ``initialize_modules``, before any pod) restores the checkpoint
   and has the policy check it; a mismatch stops the kubelet.
-- ``admit`` is the admission step upstream's topology manager runs for the CPU
-  manager: every container of the pod is allocated in order (init containers
-  first); a failure rejects the pod with ``UnexpectedAdmissionError``.
+- It is one of the topology manager's hint providers (upstream's
+  ``GetTopologyHints``, ``GetPodTopologyHints``, ``Allocate``): at admission the
+  topology manager asks where a container's exclusive CPUs could come from, merges
+  that with the other providers' answers, stores the chosen NUMA affinity in the
+  ``AffinityStore`` this manager reads, then has it allocate (a failure rejects the
+  pod with ``UnexpectedAdmissionError``).
 - ``cpuset_for`` is what a container is created with (upstream's
   ``PreCreateContainer``): its exclusive CPUs, else the shared pool; nothing under
   the ``none`` policy.
@@ -26,7 +29,7 @@ import os
 from collections.abc import Callable
 
 from cri_api.v1 import api_pb2
-from kubernetes_asyncio.client import V1Pod
+from kubernetes_asyncio.client import V1Container, V1Pod
 
 from pykubelet.api.quantity import QuantityError, cpu_to_millis
 from pykubelet.cm.cpumanager import cpuset
@@ -46,12 +49,12 @@ from pykubelet.cm.cpumanager.topology import (
     discover,
     take_by_topology,
 )
+from pykubelet.cm.topologymanager import AffinityStore
+from pykubelet.cm.topologymanager.policy import ProviderHints
 from pykubelet.container import ContainerState, PodStatus
 from pykubelet.cri import RuntimeService
-from pykubelet.lifecycle.admission import ADMIT, PodAdmitAttributes, PodAdmitResult
 from pykubelet.util import klog
 
-UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 MILLI_CPU_PER_CPU = 1000
 
 
@@ -65,8 +68,9 @@ class CPUManager:
                  active_pods: Callable[[], list[V1Pod]],
                  pod_status: Callable[[str], PodStatus | None],
                  sources_ready: Callable[[], bool],
-                 reconcile_period: float) -> None:
+                 reconcile_period: float, affinity: AffinityStore) -> None:
         self.policy = policy
+        self._affinity = affinity
         self.state = CPUState(state_path, policy.name)
         self._runtime = runtime_service
         self._active_pods = active_pods
@@ -91,26 +95,42 @@ class CPUManager:
             raise CPUManagerError(f"start cpu manager error: {err}") from err
         self._started = True
 
-    # -- admission and container creation ---------------------------------------------
+    # -- admission (the topology manager's hint provider) and container creation -------
+    # Each first releases what gone pods hold (the pod being admitted counts as active),
+    # so hints and allocation see every CPU that is free.
 
-    def admit(self, attrs: PodAdmitAttributes) -> PodAdmitResult:
-        pod = attrs.pod
-        spec = pod.spec
-        containers = ([*(spec.init_containers or []), *(spec.containers or [])]
-                      if spec is not None else [])
+    def get_topology_hints(self, pod: V1Pod, container: V1Container) -> ProviderHints:
         self.remove_stale_state(admitting=pod)
-        for container in containers:
-            try:
-                self.policy.allocate(self.state, pod, container)
-            except (TopologyError, OSError) as err:
-                return PodAdmitResult(False, UNEXPECTED_ADMISSION_ERROR,
-                                      f"Allocate failed due to {err}, which is unexpected")
-        return ADMIT
+        return self.policy.get_topology_hints(self.state, pod, container)
+
+    def get_pod_topology_hints(self, pod: V1Pod) -> ProviderHints:
+        self.remove_stale_state(admitting=pod)
+        return self.policy.get_pod_topology_hints(self.state, pod)
+
+    async def allocate(self, pod: V1Pod, container: V1Container) -> None:
+        """Exclusive CPUs for the container, on its stored NUMA affinity when it has one.
+
+        Raises ``TopologyError`` (not enough CPUs) or ``OSError`` (the checkpoint). Runs
+        to completion without waiting: no other admission interleaves with it.
+        """
+        self.remove_stale_state(admitting=pod)
+        uid = (pod.metadata.uid if pod.metadata is not None else None) or ""
+        hint = self._affinity.get_affinity(uid, container.name or "")
+        self.policy.allocate(self.state, pod, container, hint.affinity)
 
     def cpuset_for(self, pod: V1Pod, container_name: str) -> str:
         """The cpuset a new container is created with ("" for none)."""
         uid = (pod.metadata.uid if pod.metadata is not None else None) or ""
         return cpuset.format(self.state.cpu_set_or_default(uid, container_name))
+
+    # -- what the pod-resources API reports ---------------------------------------------
+
+    def exclusive_cpus(self, pod_uid: str, container_name: str) -> list[int]:
+        """The CPUs the container holds alone; none when it runs on the shared pool."""
+        return sorted(self.state.cpu_set(pod_uid, container_name) or ())
+
+    def allocatable_cpus(self) -> list[int]:
+        return sorted(self.policy.allocatable_cpus())
 
     # -- the reconcile loop -----------------------------------------------------------
 
@@ -213,9 +233,13 @@ def new_cpu_manager(*, policy_name: str, root_dir: str, reserved_system_cpus: st
                     reconcile_period: float, runtime_service: RuntimeService,
                     active_pods: Callable[[], list[V1Pod]],
                     pod_status: Callable[[str], PodStatus | None],
-                    sources_ready: Callable[[], bool],
+                    sources_ready: Callable[[], bool], affinity: AffinityStore,
                     topology: Callable[[], CPUTopology] = discover) -> CPUManager:
-    """Upstream ``NewManager``: the policy on the machine's topology; reads no state yet."""
+    """Upstream ``NewManager``: the policy on the machine's topology; reads no state yet.
+
+    ``affinity`` is the topology manager's store of the NUMA affinity chosen for each
+    container, which allocation follows.
+    """
     policy: Policy
     if policy_name == POLICY_STATIC:
         try:
@@ -235,4 +259,4 @@ def new_cpu_manager(*, policy_name: str, root_dir: str, reserved_system_cpus: st
     return CPUManager(policy, os.path.join(root_dir, CHECKPOINT_NAME),
                       runtime_service=runtime_service, active_pods=active_pods,
                       pod_status=pod_status, sources_ready=sources_ready,
-                      reconcile_period=reconcile_period)
+                      reconcile_period=reconcile_period, affinity=affinity)

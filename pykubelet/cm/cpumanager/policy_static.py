@@ -9,6 +9,15 @@ finished before it starts. A restored state must still account for exactly the
 machine's CPUs with the reserved ones shared, or the kubelet stops (upstream's
 ``validateState`` messages).
 
+Topology hints (upstream ``GetTopologyHints``/``generateCPUTopologyHints``): for a
+container with exclusive CPUs to get, one hint per set of NUMA nodes whose free
+(or reusable) CPUs can meet the request, preferred when the set is as small as
+any that the machine's CPUs could meet it with; a container already holding CPUs
+gets the hints of what it holds (after a restart), or none at all if that is not
+what it asks for now. Containers without exclusive CPUs give no hints ("don't
+care"). ``allocate`` takes from the NUMA nodes of the container's stored affinity
+first, then from anywhere, as upstream's ``allocateCPUs``.
+
 ``none``: nothing exclusive; the default set stays empty, so containers get no
 cpuset at all.
 """
@@ -25,9 +34,12 @@ from pykubelet.cm.cpumanager import cpuset
 from pykubelet.cm.cpumanager.cpuset import CPUSet
 from pykubelet.cm.cpumanager.state import CPUState
 from pykubelet.cm.cpumanager.topology import CPUTopology, take_by_topology
+from pykubelet.cm.topologymanager.bitmask import BitMask, iterate_bit_masks
+from pykubelet.cm.topologymanager.policy import ProviderHints, TopologyHint
 
 POLICY_NONE = "none"
 POLICY_STATIC = "static"
+RESOURCE_CPU = "cpu"
 
 
 class PolicyError(Exception):
@@ -39,18 +51,39 @@ class Policy(Protocol):
 
     def start(self, state: CPUState) -> None: ...
 
-    def allocate(self, state: CPUState, pod: V1Pod, container: V1Container) -> None: ...
+    def get_topology_hints(self, state: CPUState, pod: V1Pod,
+                           container: V1Container) -> ProviderHints: ...
+
+    def get_pod_topology_hints(self, state: CPUState, pod: V1Pod) -> ProviderHints: ...
+
+    def allocate(self, state: CPUState, pod: V1Pod, container: V1Container,
+                 affinity: BitMask | None) -> None: ...
 
     def remove_container(self, state: CPUState, pod_uid: str, container: str) -> None: ...
+
+    def allocatable_cpus(self) -> CPUSet:
+        """The CPUs it may give containers exclusively (the pod-resources API reports them)."""
+        ...
 
 
 class NonePolicy:
     name = POLICY_NONE
 
+    def allocatable_cpus(self) -> CPUSet:
+        return frozenset()
+
     def start(self, state: CPUState) -> None:
         pass
 
-    def allocate(self, state: CPUState, pod: V1Pod, container: V1Container) -> None:
+    def get_topology_hints(self, state: CPUState, pod: V1Pod,
+                           container: V1Container) -> ProviderHints:
+        return None
+
+    def get_pod_topology_hints(self, state: CPUState, pod: V1Pod) -> ProviderHints:
+        return None
+
+    def allocate(self, state: CPUState, pod: V1Pod, container: V1Container,
+                 affinity: BitMask | None) -> None:
         pass
 
     def remove_container(self, state: CPUState, pod_uid: str, container: str) -> None:
@@ -71,6 +104,26 @@ def guaranteed_cpus(pod: V1Pod, container: V1Container) -> int:
     return millis // 1000 if millis % 1000 == 0 else 0
 
 
+def pod_guaranteed_cpus(pod: V1Pod) -> int:
+    """Upstream ``podGuaranteedCPUs``: what the pod needs at its peak, sidecars included.
+
+    Regular init containers run one at a time, each beside the sidecars started
+    before it; sidecars and app containers then run together.
+    """
+    spec = pod.spec
+    if spec is None:
+        return 0
+    by_init = by_sidecars = 0
+    for init in spec.init_containers or []:
+        cpus = guaranteed_cpus(pod, init)
+        if init.restart_policy == "Always":
+            by_sidecars += cpus
+        else:
+            by_init = max(by_init, by_sidecars + cpus)
+    by_apps = sum(guaranteed_cpus(pod, app) for app in spec.containers or [])
+    return max(by_init, by_apps + by_sidecars)
+
+
 def _uid(pod: V1Pod) -> str:
     return (pod.metadata.uid if pod.metadata is not None else None) or ""
 
@@ -89,6 +142,9 @@ class StaticPolicy:
     def __init__(self, topology: CPUTopology, reserved: CPUSet) -> None:
         self.topology = topology
         self.reserved = reserved
+
+    def allocatable_cpus(self) -> CPUSet:
+        return self.topology.all_cpus() - self.reserved
 
     def start(self, state: CPUState) -> None:
         all_cpus = self.topology.all_cpus()
@@ -113,15 +169,76 @@ class StaticPolicy:
             raise PolicyError(f'current set of available CPUs "{cpuset.format(all_cpus)}" '
                               f'doesn\'t match with CPUs in state "{cpuset.format(known)}"')
 
-    def allocate(self, state: CPUState, pod: V1Pod, container: V1Container) -> None:
+    # -- topology hints ------------------------------------------------------------------
+
+    def get_topology_hints(self, state: CPUState, pod: V1Pod,
+                           container: V1Container) -> ProviderHints:
+        requested = guaranteed_cpus(pod, container)
+        if requested == 0:
+            return None
+        name = container.name or ""
+        held = state.cpu_set(_uid(pod), name)
+        if held is not None:
+            if len(held) != requested:
+                # Held CPUs that are not what is asked now: a preference nothing can meet.
+                return {RESOURCE_CPU: []}
+            return {RESOURCE_CPU: self._hints(held, frozenset(), requested)}
+        return {RESOURCE_CPU: self._hints(self._available(state),
+                                          self._reusable(state, pod, name), requested)}
+
+    def get_pod_topology_hints(self, state: CPUState, pod: V1Pod) -> ProviderHints:
+        requested = pod_guaranteed_cpus(pod)
+        if requested == 0:
+            return None
+        held_by_pod: CPUSet = frozenset()
+        spec = pod.spec
+        for container in [*(spec.init_containers or []), *(spec.containers or [])]:
+            held = state.cpu_set(_uid(pod), container.name or "")
+            if held is None:
+                continue
+            if len(held) != guaranteed_cpus(pod, container):
+                return {RESOURCE_CPU: []}
+            held_by_pod |= held
+        if len(held_by_pod) == requested:
+            return {RESOURCE_CPU: self._hints(held_by_pod, frozenset(), requested)}
+        reusable = self._reusable(state, pod, "") | held_by_pod
+        return {RESOURCE_CPU: self._hints(self._available(state), reusable, requested)}
+
+    def _available(self, state: CPUState) -> CPUSet:
+        return state.default_cpu_set - self.reserved
+
+    def _hints(self, available: CPUSet, reusable: CPUSet, requested: int) -> list[TopologyHint]:
+        """A hint per NUMA node set that can meet ``requested`` with ``reusable`` inside it."""
+        nodes = self.topology.numa_nodes()
+        narrowest = len(nodes)
+        fitting: list[BitMask] = []
+        for mask in iterate_bit_masks(nodes):
+            inside = self.topology.numa_node_cpus(mask.bits())
+            # Preferred is measured against the machine, not what is free now.
+            if len(inside) >= requested:
+                narrowest = min(narrowest, mask.count())
+            if not reusable <= inside:
+                continue
+            if len(reusable) + len(available & inside) >= requested:
+                fitting.append(mask)
+        return [TopologyHint(mask, mask.count() == narrowest) for mask in fitting]
+
+    # -- allocation ----------------------------------------------------------------------
+
+    def allocate(self, state: CPUState, pod: V1Pod, container: V1Container,
+                 affinity: BitMask | None) -> None:
         count = guaranteed_cpus(pod, container)
         name = container.name or ""
         uid = _uid(pod)
         if count == 0 or state.cpu_set(uid, name) is not None:
             return
         reusable = self._reusable(state, pod, name)
-        assignable = (state.default_cpu_set - self.reserved) | reusable
-        cpus = take_by_topology(self.topology, assignable, count)
+        assignable = self._available(state) | reusable
+        cpus: CPUSet = frozenset()
+        if affinity is not None:
+            aligned = assignable & self.topology.numa_node_cpus(affinity.bits())
+            cpus = take_by_topology(self.topology, aligned, min(count, len(aligned)))
+        cpus |= take_by_topology(self.topology, assignable - cpus, count - len(cpus))
         state.set_cpu_set(uid, name, cpus)
         state.set_default_cpu_set(state.default_cpu_set - cpus)
 

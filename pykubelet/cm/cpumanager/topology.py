@@ -2,7 +2,10 @@
 
 Upstream builds its ``CPUTopology`` from cadvisor's machine info, which reads
 ``/sys/devices/system/cpu/cpuN/topology`` (``core_id``, ``physical_package_id``)
-for every online CPU; ``discover`` reads the same files. ``take_by_topology`` is
+for every online CPU and the NUMA node each belongs to from
+``/sys/devices/system/node/nodeN`` (a kernel without NUMA has no such directory,
+and cadvisor then counts each socket as a node); ``discover`` reads the same files.
+The NUMA nodes are also what the topology manager's hints are made of. ``take_by_topology`` is
 upstream's packed ``takeByTopology`` (``cpu_assignment.go``) for machines with one
 NUMA node per socket: whole free sockets first, then whole free cores, then single
 CPUs from the fullest cores, so that exclusive CPUs share as few cores with others
@@ -12,13 +15,14 @@ as possible. On a single-socket machine without SMT it takes the lowest free ids
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pykubelet.cm.cpumanager import cpuset
 from pykubelet.cm.cpumanager.cpuset import CPUSet
 
 SYS_CPU_DIR = "/sys/devices/system/cpu"
+SYS_NODE_DIR = "/sys/devices/system/node"
 
 
 class TopologyError(Exception):
@@ -30,6 +34,7 @@ class CPUInfo:
     cpu: int
     core: int  # unique across sockets: (socket, core_id) numbered in order
     socket: int
+    numa_node: int = 0
 
 
 @dataclass(frozen=True)
@@ -48,13 +53,21 @@ class CPUTopology:
     def socket_cpus(self, socket: int) -> CPUSet:
         return self._cpus_where(lambda info: info.socket, socket)
 
+    def numa_nodes(self) -> list[int]:
+        return sorted({info.numa_node for info in self.cpus})
+
+    def numa_node_cpus(self, nodes: Iterable[int]) -> CPUSet:
+        wanted = set(nodes)
+        return frozenset(info.cpu for info in self.cpus if info.numa_node in wanted)
+
     def info(self, cpu: int) -> CPUInfo:
         return next(info for info in self.cpus if info.cpu == cpu)
 
 
-def discover(sys_cpu_dir: str = SYS_CPU_DIR) -> CPUTopology:
-    """The online CPUs with their core and socket, from sysfs."""
+def discover(sys_cpu_dir: str = SYS_CPU_DIR, sys_node_dir: str = SYS_NODE_DIR) -> CPUTopology:
+    """The online CPUs with their core, socket and NUMA node, from sysfs."""
     try:
+        numa = _numa_nodes_of_cpus(sys_node_dir)
         with open(os.path.join(sys_cpu_dir, "online"), encoding="ascii") as f:
             online = cpuset.parse(f.read().strip())
         raw: list[tuple[int, int, int]] = []
@@ -68,8 +81,25 @@ def discover(sys_cpu_dir: str = SYS_CPU_DIR) -> CPUTopology:
     infos = []
     for cpu, socket, core_id in raw:
         core = cores.setdefault((socket, core_id), len(cores))
-        infos.append(CPUInfo(cpu=cpu, core=core, socket=socket))
+        infos.append(CPUInfo(cpu=cpu, core=core, socket=socket,
+                             numa_node=numa.get(cpu, socket)))
     return CPUTopology(tuple(infos))
+
+
+def _numa_nodes_of_cpus(sys_node_dir: str) -> dict[int, int]:
+    """CPU -> NUMA node from each ``nodeN/cpulist``; empty without NUMA support."""
+    try:
+        entries = os.listdir(sys_node_dir)
+    except FileNotFoundError:
+        return {}
+    found: dict[int, int] = {}
+    for entry in entries:
+        number = entry.removeprefix("node")
+        if entry.startswith("node") and number.isdigit():
+            with open(os.path.join(sys_node_dir, entry, "cpulist"), encoding="ascii") as f:
+                for cpu in cpuset.parse(f.read().strip()):
+                    found[cpu] = int(number)
+    return found
 
 
 def _read_int(path: str) -> int:
