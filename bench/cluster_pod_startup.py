@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import functools
 import json
 import secrets
 import shutil
@@ -49,7 +48,6 @@ from bench.apiproxy import CountingProxy, write_kubeconfig
 from bench.harness import (
     KUBELET_ARGS,
     SLEEP_COMMAND,
-    START_TIMEOUT_SECONDS,
     BenchmarkError,
     RunningWatcher,
     cpu_seconds,
@@ -59,9 +57,9 @@ from bench.harness import (
 from bench.pod_startup import Results, measure_raw
 from pykubelet.api import pod_from_dict
 from pykubelet.cri.runtime import RemoteRuntimeService
-from pykubelet.util.reflector import ApiListWatch, WatchEvent
 from testsupport.controlplane import ControlPlane, cached_binaries
 from testsupport.kubelet_process import KubeletProcess
+from testsupport.podwatch import ApiRunningWatcher
 from testsupport.testbed import Testbed
 
 KUBELET_CONFIG: dict[str, Any] = {"syncFrequency": "1m", "fileCheckFrequency": "20s",
@@ -105,85 +103,6 @@ async def wait_default_service_account(api: client.CoreV1Api, namespace: str,
             if err.status != 404 or time.monotonic() > deadline:
                 raise BenchmarkError(f"no default service account in {namespace}") from err
         await asyncio.sleep(0.2)
-
-
-class ApiRunningWatcher:
-    """When each pod of the namespace was first seen with ``phase: Running``, and when
-    its deletion was seen (an admin list+watch; times are taken as the events arrive)."""
-
-    def __init__(self, api: client.CoreV1Api, namespace: str) -> None:
-        self._lw = ApiListWatch(functools.partial(api.list_namespaced_pod, namespace))
-        self.first_running: dict[str, float] = {}
-        self.gone: dict[str, float] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
-        self._changed = asyncio.Event()
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-        await asyncio.wait_for(self._ready.wait(), 30)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        _, version = await self._lw.list("")
-        self._ready.set()
-        while True:
-            async for event in self._lw.watch(version, 600):
-                version = self._observe(event) or version
-
-    def _observe(self, event: WatchEvent) -> str:
-        obj = event.object
-        meta = obj.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        if event.type == "DELETED":
-            self.gone.setdefault(name, time.monotonic())
-        elif (obj.get("status") or {}).get("phase") == "Running":
-            self.first_running.setdefault(name, time.monotonic())
-        self._changed.set()
-        return str(meta.get("resourceVersion") or "")
-
-    async def _next_change(self) -> None:
-        """Until the next event (or half a second, to look at the kubelet and the watch).
-
-        Not ``asyncio.wait_for``: on Python 3.11 it swallows a cancellation (Ctrl-C)
-        that arrives as the event is set, and with events every few milliseconds
-        that happens often.
-        """
-        self._changed.clear()
-        changed = asyncio.ensure_future(self._changed.wait())
-        try:
-            await asyncio.wait({changed}, timeout=0.5)
-        finally:
-            changed.cancel()
-
-    async def wait(self, names: Sequence[str], kubelet: KubeletProcess,
-                   timeout: float = START_TIMEOUT_SECONDS) -> list[float]:
-        deadline = time.monotonic() + timeout
-        while not all(n in self.first_running for n in names):
-            if self._task is not None and self._task.done():
-                self._task.result()
-            if kubelet.process is not None and kubelet.process.poll() is not None:
-                raise BenchmarkError(f"the kubelet exited: {kubelet.log_text()[-2000:]}")
-            if time.monotonic() > deadline:
-                missing = [n for n in names if n not in self.first_running]
-                raise BenchmarkError(f"not Running in the API after {timeout:g}s: {missing[:5]}")
-            await self._next_change()
-        return [self.first_running[n] for n in names]
-
-    async def wait_gone(self, names: Sequence[str], timeout: float = 60) -> list[float]:
-        deadline = time.monotonic() + timeout
-        while not all(n in self.gone for n in names):
-            if self._task is not None and self._task.done():
-                self._task.result()
-            if time.monotonic() > deadline:
-                raise BenchmarkError(f"pods not deleted after {timeout:g}s")
-            await self._next_change()
-        return [self.gone[n] for n in names]
 
 
 async def measure_cluster(results: ClusterResults, plane: ControlPlane, testbed: Testbed,

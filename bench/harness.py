@@ -43,6 +43,7 @@ from pykubelet.kuberuntime.sandbox_config import (
     generate_pod_sandbox_config,
 )
 from testsupport.kubelet_process import NODE_NAME
+from testsupport.podwatch import START_TIMEOUT_SECONDS
 from testsupport.testbed import Testbed, TestbedError
 
 # Upstream defaults, so the idle figure is what a default node would pay;
@@ -51,7 +52,6 @@ KUBELET_CONFIG: dict[str, Any] = {"syncFrequency": "1m", "fileCheckFrequency": "
 # The verbosity a production node runs with; --v=4 logging would be measured as work.
 KUBELET_ARGS = ["--v=2"]
 
-START_TIMEOUT_SECONDS = 120.0
 # Between single-pod runs: a kubelet's work for a pod goes on after its container
 # started (status writes, events, the relist that reports it Running), and each
 # kubelet does it at another time (pykubelet at once, the Go kubelet 1.20 at its
@@ -60,9 +60,6 @@ SINGLE_RUN_PAUSE_SECONDS = 1.0
 CLEANUP_TIMEOUT_SECONDS = 60.0
 RSS_SAMPLE_SECONDS = 0.5
 SLEEP_COMMAND = ["sh", "-c", "sleep 3600"]
-# The same sleep under a shell that exits on SIGTERM, as most servers do: stopping it is not
-# held to the grace period, so its deletion measures the kubelet's own teardown.
-TERM_EXITING_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
 
 
 class BenchmarkError(RuntimeError):

@@ -79,7 +79,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench.harness import (
     KUBELET_ARGS,
-    TERM_EXITING_COMMAND,
     RunningWatcher,
     add_common_arguments,
     check_alive,
@@ -104,7 +103,7 @@ from bench.peer_rounds import GO_NODE, PY_NODE, killed_early, kubelet_turn, new_
 from pykubelet.cri.runtime import RemoteRuntimeService
 from testsupport.controlplane import ControlPlane, ControlPlaneError, go_kubelet_binary
 from testsupport.go_kubelet import remove_container_log_links
-from testsupport.kubelet_process import KubeletProcess
+from testsupport.kubelet_process import TERM_EXITING_COMMAND, KubeletProcess
 from testsupport.testbed import Testbed
 
 # --- one round of one kubelet ---------------------------------------------------------------------

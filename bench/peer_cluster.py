@@ -20,8 +20,8 @@ from pathlib import Path
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench.cluster_pod_startup import ApiRunningWatcher, wait_default_service_account
 from bench.cluster_pod_startup import pod_manifest as pod_for_node
+from bench.cluster_pod_startup import wait_default_service_account
 from bench.harness import (
     KUBELET_ARGS,
     SINGLE_RUN_PAUSE_SECONDS,
@@ -41,6 +41,7 @@ from testsupport.cluster import host_ip
 from testsupport.controlplane import ControlPlane
 from testsupport.go_kubelet import GO_CONTAINER_LOGS, GO_POD_LOGS
 from testsupport.kubelet_process import KubeletProcess
+from testsupport.podwatch import ApiRunningWatcher
 from testsupport.testbed import Testbed
 
 

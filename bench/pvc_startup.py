@@ -47,7 +47,6 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench.cluster_pod_startup import ApiRunningWatcher
 from bench.harness import (
     KUBELET_ARGS,
     SINGLE_RUN_PAUSE_SECONDS,
@@ -73,6 +72,7 @@ from testsupport.controlplane import (
     go_kubelet_binary,
 )
 from testsupport.kubelet_process import KubeletProcess, unmount_pod_volumes
+from testsupport.podwatch import ApiRunningWatcher
 from testsupport.testbed import Testbed
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -39,11 +39,12 @@ from typing import Any
 from kubernetes_asyncio import client, config
 
 from bench.apiproxy import CountingProxy, write_kubeconfig
-from bench.cluster_pod_startup import ApiRunningWatcher, wait_default_service_account
+from bench.cluster_pod_startup import wait_default_service_account
 from bench.harness import KUBELET_ARGS, BenchmarkError, clean_runtime, percentile
 from pykubelet.api import pod_from_dict
 from testsupport.controlplane import ControlPlane, cached_binaries
 from testsupport.kubelet_process import KubeletProcess, unmount_pod_volumes
+from testsupport.podwatch import ApiRunningWatcher
 from testsupport.testbed import Testbed
 
 STRATEGIES = ("Watch", "Cache", "Get")

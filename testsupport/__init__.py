@@ -12,6 +12,10 @@ either of them, and nothing here needs pytest.
   and what a user sees of it (``/pods``, the runtime through CRI);
 - ``cluster``: that kubelet joined to the control plane, what kubectl
   shows, and disruptions of the real processes;
+- ``device_plugin``: upstream's sample device plugin beside a test kubelet,
+  on that kubelet's own device-plugin directory;
+- ``podwatch``: a namespace's pods as an admin watch sees them start and go;
+- ``soak``: the soak's pod mix and churn, and what a node holds after it;
 - ``pki``: a throw-away certificate authority for the kubelet API's client
   certificates.
 """

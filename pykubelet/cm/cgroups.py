@@ -26,6 +26,18 @@ The hierarchy comes in two layouts, detected from ``/sys/fs/cgroup``:
 
 The file formats are pure functions (``v1_files``/``v2_files``) so both are
 unit-tested on any host; ``CgroupManager`` applies them.
+
+Creating and removing are not symmetric. pykubelet creates a cgroup only in
+the controllers it limits or reads, but the runtime (runc) places each
+container in every mounted hierarchy, so the pod's directory appears below
+``devices``, ``freezer``, ``name=systemd`` and, on a hybrid host, the unified
+v2 tree too. Removal therefore goes over every cgroup hierarchy mounted under
+``/sys/fs/cgroup`` (read from ``/proc/self/mountinfo``), as upstream's
+``cgroupManagerImpl.Destroy`` does with the mount points of all subsystems
+(``getCgroupSubsystemsV1``, ``GetCgroupMounts(all=true)``); otherwise every
+pod leaves an empty cgroup in each hierarchy it never wrote to. Listing the
+pod cgroups below a QoS cgroup looks in every hierarchy for the same reason
+(upstream ``GetAllPodsFromCgroups``).
 """
 
 from __future__ import annotations
@@ -50,6 +62,8 @@ V2 = 2
 V1_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb", "blkio")
 V2_CONTROLLERS = ("cpu", "memory", "pids", "cpuset", "hugetlb", "io")
 CGROUP2_SUPER_MAGIC_NAME = "cgroup2fs"
+MOUNTINFO = "/proc/self/mountinfo"
+CGROUP_FSTYPES = ("cgroup", "cgroup2")
 
 CgroupName = tuple[str, ...]
 
@@ -160,6 +174,33 @@ def detect_version(mount: str = CGROUP_MOUNT) -> int:
     return V1
 
 
+def mounted_hierarchies(mountinfo: str, mount: str = CGROUP_MOUNT) -> list[str]:
+    """Mount points of the cgroup hierarchies (v1 and v2) at or below ``mount``, from the text
+    of ``/proc/<pid>/mountinfo``: one per hierarchy (a co-mount such as ``cpu,cpuacct``
+    and a second bind mount of a hierarchy are one), sorted."""
+    top = mount.rstrip("/") or "/"
+    by_device: dict[str, str] = {}
+    for line in mountinfo.splitlines():
+        fields, separator, rest = line.partition(" - ")
+        before, after = fields.split(), rest.split()
+        if not separator or len(before) < 5 or not after or after[0] not in CGROUP_FSTYPES:
+            continue
+        point = _unescape_mountinfo(before[4])
+        if point != top and not point.startswith(top.rstrip("/") + "/"):
+            continue
+        device = before[2]
+        if device not in by_device or len(point) < len(by_device[device]):
+            by_device[device] = point
+    return sorted(by_device.values())
+
+
+def _unescape_mountinfo(field: str) -> str:
+    # The kernel writes space, tab, newline and backslash in paths as octal escapes.
+    for code in ("040", "011", "012", "134"):
+        field = field.replace("\\" + code, chr(int(code, 8)))
+    return field
+
+
 def systemd_running() -> bool:
     """systemd is PID 1 and manages the hierarchy (sd_booted's test)."""
     return os.path.isdir("/run/systemd/system")
@@ -180,7 +221,9 @@ class CgroupManager:
     """
 
     def __init__(self, driver: str = CGROUP_DRIVER_CGROUPFS, mount: str = CGROUP_MOUNT,
-                 version: int | None = None) -> None:
+                 version: int | None = None, *,
+                 mountinfo: str = MOUNTINFO,  # tests only: a file standing for mountinfo
+                 ) -> None:
         self.driver = driver
         self.mount = mount
         self.version = version if version is not None else detect_version(mount)
@@ -189,6 +232,16 @@ class CgroupManager:
                                      if os.path.isdir(os.path.join(mount, c)))
         else:
             self.controllers = V2_CONTROLLERS
+        try:
+            with open(mountinfo, encoding="utf-8") as handle:
+                self.hierarchies = mounted_hierarchies(handle.read(), mount)
+        except OSError:
+            self.hierarchies = []
+        if not self.hierarchies:
+            # Nothing mounted there (a directory standing in for the mount): the
+            # hierarchies are the ones this manager writes to.
+            self.hierarchies = sorted({path.rstrip("/") or "/"
+                                       for path in self.paths(()).values()})
 
     # names
     def name(self, cgroup: CgroupName) -> str:
@@ -201,6 +254,12 @@ class CgroupManager:
         if self.version == V2:
             return {"": os.path.join(self.mount, relative)}
         return {c: os.path.join(self.mount, c, relative) for c in self.controllers}
+
+    def all_paths(self, cgroup: CgroupName) -> list[str]:
+        """The cgroup's directory in every mounted hierarchy, written to or not."""
+        relative = self.name(cgroup).lstrip("/")
+        return [os.path.join(hierarchy, relative) if relative else hierarchy
+                for hierarchy in self.hierarchies]
 
     def _dir(self, cgroup: CgroupName, controller: str) -> str:
         paths = self.paths(cgroup)
@@ -302,27 +361,25 @@ class CgroupManager:
 
     def pids(self, cgroup: CgroupName) -> list[int]:
         """Every process in the cgroup and its descendants."""
-        found: list[int] = []
-        top = self._dir(cgroup, "pids" if self.version == V1 else "")
-        for directory, _, _ in os.walk(top):
-            with contextlib.suppress(OSError, ValueError):
-                found.extend(int(p) for p in _read(os.path.join(directory, "cgroup.procs")).split())
-        return found
+        return _pids_below(self._dir(cgroup, "pids" if self.version == V1 else ""))
 
     def children(self, cgroup: CgroupName) -> list[str]:
-        """Names of the directories directly below ``cgroup`` (as the driver wrote them)."""
-        try:
-            top = self._dir(cgroup, "cpu" if self.version == V1 else "")
-            return sorted(entry.name for entry in os.scandir(top) if entry.is_dir())
-        except FileNotFoundError:
-            return []
+        """Names of the directories directly below ``cgroup`` (as the driver wrote them) in
+        any hierarchy: a child left only where the runtime made it is still a child."""
+        found: set[str] = set()
+        for top in self.all_paths(cgroup):
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                found.update(entry.name for entry in os.scandir(top) if entry.is_dir())
+        return sorted(found)
 
     # remove
     def destroy(self, cgroup: CgroupName, kill_timeout: float = 5.0) -> None:
-        """Kill what still runs inside, then remove the cgroup (deepest first) everywhere."""
+        """Kill what still runs inside, then remove the cgroup (deepest first) from every
+        mounted hierarchy."""
+        paths = self.all_paths(cgroup)
         deadline = time.monotonic() + kill_timeout
         while True:
-            pids = self.pids(cgroup) if self.exists(cgroup) or self._any_exists(cgroup) else []
+            pids = sorted({pid for path in paths for pid in _pids_below(path)})
             if not pids:
                 break
             for pid in pids:
@@ -332,11 +389,22 @@ class CgroupManager:
                 raise CgroupError(f"failed to destroy cgroup {self.name(cgroup)}: "
                                   f"processes {pids[:5]} did not exit")
             time.sleep(0.05)
-        for path in self.paths(cgroup).values():
-            _remove_tree(path)
+        errors: list[CgroupError] = []
+        for path in paths:
+            try:
+                _remove_tree(path)
+            except CgroupError as err:
+                errors.append(err)  # the other hierarchies are still cleaned
+        if errors:
+            raise errors[0]
 
-    def _any_exists(self, cgroup: CgroupName) -> bool:
-        return any(os.path.isdir(p) for p in self.paths(cgroup).values())
+
+def _pids_below(top: str) -> list[int]:
+    found: list[int] = []
+    for directory, _, _ in os.walk(top):
+        with contextlib.suppress(OSError, ValueError):
+            found.extend(int(p) for p in _read(os.path.join(directory, "cgroup.procs")).split())
+    return found
 
 
 def _remove_tree(path: str) -> None:
@@ -380,6 +448,7 @@ __all__ = [
     "MemoryStats",
     "detect_version",
     "driver_path",
+    "mounted_hierarchies",
     "parse_cgroupfs_name",
     "parse_systemd_name",
     "parse_v2_cpu_max",

@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pykubelet import metrics
 from pykubelet.container import PodStatus
 
 
@@ -55,6 +56,11 @@ class PodCache:
         self._global_timestamp: float | None = None
         self._waiters: dict[str, list[_Waiter]] = {}
         self._refresher: Callable[[], None] | None = None
+        metrics.track_table("pod_cache", self.tracked_pods)
+
+    def tracked_pods(self) -> int:
+        """Pods in the runtime pod cache (the ``pykubelet_tracked_pods`` gauge: leak checks)."""
+        return len(self._entries)
 
     def set_refresher(self, refresher: Callable[[], None] | None) -> None:
         """What ``get_newer_than(..., refresh=True)`` calls when it has to wait."""

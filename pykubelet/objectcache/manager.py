@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio.client import ApiException, CoreV1Api, V1Node, V1Pod
 
+from pykubelet import metrics
 from pykubelet.api import pod_uid
 from pykubelet.util import klog
 from pykubelet.util.reflector import ApiListWatch, Reflector, resource_version_of
@@ -39,6 +40,8 @@ class NotFoundError(LookupError):
 
 
 class Store(Protocol):
+    kind: str
+
     def add_reference(self, namespace: str, name: str) -> None: ...
     def delete_reference(self, namespace: str, name: str) -> None: ...
     async def get(self, namespace: str, name: str) -> Object: ...
@@ -288,6 +291,11 @@ class Manager:
         self.store = store
         self._names_of = names_of
         self._registered: dict[str, tuple[str, set[str]]] = {}
+        metrics.track_table(f"{store.kind}_manager", self.tracked_pods)
+
+    def tracked_pods(self) -> int:
+        """Pods with registered references (the ``pykubelet_tracked_pods`` gauge)."""
+        return len(self._registered)
 
     async def get_object(self, namespace: str, name: str) -> Object:
         return await self.store.get(namespace, name)

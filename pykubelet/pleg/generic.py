@@ -125,6 +125,9 @@ class _PodRecords:
     def uids(self) -> list[str]:
         return list(self._records)
 
+    def __len__(self) -> int:
+        return len(self._records)
+
     def old(self, uid: str) -> Pod | None:
         record = self._records.get(uid)
         return record.old if record else None
@@ -192,6 +195,11 @@ class GenericPLEG:
         # Set by a cache reader that cannot wait for the next period (see request_relist).
         self._relist_requested = asyncio.Event()
         cache.set_refresher(self.request_relist)
+        metrics.track_table("pleg", self.tracked_pods)
+
+    def tracked_pods(self) -> int:
+        """Pods in the relist's records (the ``pykubelet_tracked_pods`` gauge: leak checks)."""
+        return len(self._records)
 
     @property
     def last_relist_time(self) -> float | None:

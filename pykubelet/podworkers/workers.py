@@ -359,6 +359,11 @@ class PodWorkers:
         # Set by the first sync_known_pods: from then on every pod that should
         # exist has been handed to update_pod, so an unknown UID is not running.
         self._pods_synced = False
+        metrics.track_table("pod_workers", self.tracked_pods)
+
+    def tracked_pods(self) -> int:
+        """Pods the workers track (the ``pykubelet_tracked_pods`` gauge: leak checks)."""
+        return len(self._statuses)
 
     # ----- queries used by the rest of the kubelet -----
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 from kubernetes_asyncio.client import V1Container, V1ContainerStatus, V1Pod, V1PodStatus
 
+from pykubelet import metrics
 from pykubelet.container import ContainerID, ProbeResult
 from pykubelet.container.helpers import is_restartable_init_container
 from pykubelet.prober.results import ResultsManager
@@ -97,6 +98,11 @@ class ProbeManager:
         self._workers: dict[WorkerKey, ProbeWorker] = {}
         self._tasks: dict[ProbeWorker, asyncio.Task[None]] = {}
         self._terminating: set[str] = set()
+        metrics.track_table("probe_workers", self.tracked_pods)
+
+    def tracked_pods(self) -> int:
+        """Probe workers (one per container and probe; the ``pykubelet_tracked_pods`` gauge)."""
+        return len(self._workers)
 
     def _results_for(self, probe_type: ProbeType) -> ResultsManager:
         if probe_type is ProbeType.LIVENESS:

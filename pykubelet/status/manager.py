@@ -40,6 +40,7 @@ from kubernetes_asyncio.client import (
     V1PodStatus,
 )
 
+from pykubelet import metrics
 from pykubelet.api import (
     POD_FAILED,
     TERMINAL_POD_PHASES,
@@ -153,6 +154,11 @@ class StatusManager:
         # the kubelet): left out of comparisons so they are not rewritten forever.
         self._server_drops: set[Path] = set()
         self.requests = 0
+        metrics.track_table("status_manager", self.tracked_pods)
+
+    def tracked_pods(self) -> int:
+        """Pods with a cached status (the ``pykubelet_tracked_pods`` gauge: leak checks)."""
+        return len(self._statuses)
 
     def get_pod_status(self, uid: str) -> V1PodStatus | None:
         cached = self._statuses.get(uid)
