@@ -514,3 +514,18 @@ def test_the_container_config_carries_the_devices() -> None:
         ("/dev/fake0", "/dev/null", "rw")]
     assert config.annotations["example.com/a"] == "1"
     assert [d.name for d in config.CDI_devices] == ["example.com/class=dev-1"]
+
+
+async def test_predicates_see_allocatable_raised_to_what_pods_already_hold(node: Node) -> None:
+    plugin = await plugin_on(node)
+    assert (await node.admit(make_pod("a", 1))).admit
+    seen = V1Node(metadata=V1ObjectMeta(name="n1"), status=V1NodeStatus(
+        capacity={RESOURCE: "2", "cpu": "2"}, allocatable={RESOURCE: "0", "cpu": "2"},
+        volumes_in_use=["kubernetes.io/csi/x"]))
+    sanitized = node.manager.sanitize_node_allocatable(seen)
+    assert sanitized.status.allocatable == {RESOURCE: "1", "cpu": "2"}
+    # Everything else of the Node is kept, and the Node itself is left alone.
+    assert sanitized.status.capacity == {RESOURCE: "2", "cpu": "2"}
+    assert sanitized.status.volumes_in_use == ["kubernetes.io/csi/x"]
+    assert seen.status.allocatable == {RESOURCE: "0", "cpu": "2"}
+    await plugin.stop()

@@ -50,6 +50,7 @@ from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Node, V1NodeStatus, V1Pod
 
 from pykubelet import metrics
+from pykubelet.api import clone
 from pykubelet.api.kubetypes import CONTAINER_NAME_LABEL, POD_UID_LABEL
 from pykubelet.api.proto import deviceplugin_v1beta1_pb2 as pluginapi
 from pykubelet.api.quantity import parse_quantity
@@ -372,13 +373,11 @@ class DeviceManager:
             changed = True
         if not changed:
             return node
-        return V1Node(api_version=node.api_version, kind=node.kind, metadata=node.metadata,
-                      spec=node.spec,
-                      status=V1NodeStatus(
-                          addresses=status.addresses, allocatable=allocatable,
-                          capacity=status.capacity, conditions=status.conditions,
-                          daemon_endpoints=status.daemon_endpoints, images=status.images,
-                          node_info=status.node_info, phase=status.phase))
+        sanitized = clone(node)
+        if sanitized.status is None:
+            sanitized.status = V1NodeStatus()
+        sanitized.status.allocatable = allocatable
+        return sanitized
 
     # -- allocation ------------------------------------------------------------------------
 
