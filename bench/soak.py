@@ -75,18 +75,18 @@ from bench.peer_rounds import kubelet_turn, new_kubelet
 from pykubelet.cri.runtime import RemoteRuntimeService
 from testsupport.cluster import host_ip
 from testsupport.controlplane import ControlPlane, ControlPlaneError, go_kubelet_binary
-from testsupport.kubelet_process import KubeletProcess, mount_points_under
+from testsupport.kubelet_process import KubeletProcess
 from testsupport.podwatch import ApiRunningWatcher
 from testsupport.soak import (
     CONFIG_MAP,
     DELETED_STARTING,
     MIX,
+    NODE_ROWS,
     SECRET,
-    TABLES,
+    TABLE_ROWS,
     Churn,
-    cni_leases,
     kubelet_metrics,
-    pod_cgroups,
+    node_leftovers,
     pod_cgroups_by_hierarchy,
     pod_life,
     read_metric,
@@ -99,8 +99,6 @@ FLAT_TOLERANCE = 0.05
 SAMPLE_SECONDS = 1.0
 PY_SOAK_NODE, GO_SOAK_NODE = "soak-py", "soak-go"
 
-
-# --- the pods -------------------------------------------------------------------------------------
 
 # --- what the kubelet holds -----------------------------------------------------------------------
 
@@ -151,35 +149,23 @@ def apiserver_watches(plane: ControlPlane) -> int:
                    if line.startswith("apiserver_longrunning_gauge{") and 'verb="WATCH"' in line))
 
 
-LEFT_ROWS = ("pod directories", "pod cgroups (all hierarchies)", "CNI leases",
-             "runtime sandboxes", "runtime containers", "mounts below the root dir",
-             "API watches (API server, all clients)", "TCP connections to the API server",
-             *(f"pykubelet {table.replace('_', ' ')} entries" for table in TABLES))
+LEFT_ROWS = (*NODE_ROWS, "API watches (API server, all clients)",
+             "TCP connections to the API server", *TABLE_ROWS)
 
 
 async def count_leftovers(side: str, kubelet: KubeletProcess, runtime: RemoteRuntimeService,
                           plane: ControlPlane, pod_ips: set[str],
                           sandbox_ids: set[str]) -> dict[str, float | None]:
-    """Every ``LEFT_ROWS`` count (None: the kubelet has no such table)."""
+    """Every ``LEFT_ROWS`` count (None: the kubelet has no such table). The private
+    containerd holds only this kubelet's sandboxes and containers, so all count."""
     assert kubelet.process is not None
-    pid = kubelet.process.pid
-    pods_dir = kubelet.root / "pods"
-    sandboxes, containers = await asyncio.gather(runtime.list_pod_sandboxes(),
-                                                 runtime.list_containers())
-    sandbox_ids.update(s.id for s in sandboxes)
-    metrics_text = await asyncio.to_thread(kubelet_metrics, kubelet)
-    tables = [None if side == GO else
-              read_metric(metrics_text, "pykubelet_tracked_pods", f'table="{table}"')
-              for table in TABLES]
-    values: list[float | None] = [
-        len(os.listdir(pods_dir)) if pods_dir.is_dir() else 0,
-        await asyncio.to_thread(pod_cgroups, kubelet.cgroup_root),
-        await asyncio.to_thread(cni_leases, pod_ips, sandbox_ids),
-        len(sandboxes), len(containers),
-        len(mount_points_under([kubelet.root], including_roots=False)),
-        await asyncio.to_thread(apiserver_watches, plane),
-        tcp_connections_to(pid, int(plane.server.rsplit(":", 1)[1].rstrip("/"))), *tables]
-    return dict(zip(LEFT_ROWS, values, strict=True))
+    counts = await node_leftovers(kubelet, runtime, pod_ips=pod_ips, sandbox_ids=sandbox_ids,
+                                  pykubelet_tables=side != GO)
+    counts["API watches (API server, all clients)"] = await asyncio.to_thread(
+        apiserver_watches, plane)
+    counts["TCP connections to the API server"] = tcp_connections_to(
+        kubelet.process.pid, int(plane.server.rsplit(":", 1)[1].rstrip("/")))
+    return {row: counts[row] for row in LEFT_ROWS}
 
 
 # --- windows --------------------------------------------------------------------------------------

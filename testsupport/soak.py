@@ -5,9 +5,10 @@
   and a projected service-account token volume, a pod with a readiness probe, a pod
   whose container fails and is restarted, a pod deleted while it starts.
 - ``pod_life``: create one, delete it a set time later, recording it in a ``Churn``.
-- What is left on the node: pod cgroups in every mounted hierarchy, the CNI
-  host-local leases of the churn's pods, pykubelet's in-memory tables and asyncio
-  tasks (its ``pykubelet_tracked_pods`` and ``pykubelet_asyncio_tasks`` gauges).
+- What is left on the node (``node_leftovers``, rows ``NODE_ROWS``): pod
+  directories, pod cgroups in every mounted hierarchy, the CNI host-local leases of
+  the churn's pods, runtime sandboxes and containers, mounts below the root
+  directory, and pykubelet's in-memory tables (its ``pykubelet_tracked_pods`` gauge).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from pykubelet.api import pod_from_dict
 from pykubelet.cm.cgroups import CgroupManager
-from testsupport.kubelet_process import TERM_EXITING_COMMAND, KubeletProcess
+from pykubelet.cri.runtime import RemoteRuntimeService
+from pykubelet.kuberuntime.labels import POD_NAMESPACE_LABEL
+from testsupport.kubelet_process import TERM_EXITING_COMMAND, KubeletProcess, mount_points_under
 from testsupport.testbed import CNI_LEASE_DIR
 
 # One cycle of the pod mix, in creation order.
@@ -37,8 +40,12 @@ MIX = (PLAIN, VOLUMES, READINESS, PLAIN, RESTARTING, DELETED_STARTING)
 DELETE_WHILE_STARTING_SECONDS = 0.3
 # pykubelet's tables (the pykubelet_tracked_pods gauge's "table" label), in table order.
 TABLES = ("status_manager", "pod_workers", "probe_workers", "pod_cache", "pleg",
-          "configmap_manager", "secret_manager")
+          "configmap_manager", "secret_manager", "env_readers", "image_pulls")
 CONFIG_MAP, SECRET = "soak-config", "soak-secret"
+# What node_leftovers counts, in the order the benchmark prints it.
+NODE_ROWS = ("pod directories", "pod cgroups (all hierarchies)", "CNI leases",
+             "runtime sandboxes", "runtime containers", "mounts below the root dir")
+TABLE_ROWS = tuple(f"pykubelet {table.replace('_', ' ')} entries" for table in TABLES)
 
 
 def soak_pod(name: str, kind: str, node: str, image: str) -> dict[str, Any]:
@@ -150,3 +157,34 @@ async def pod_life(api: client.CoreV1Api, namespace: str, name: str, kind: str, 
     await asyncio.sleep(max(0.0, created + linger - time.monotonic()))
     with contextlib.suppress(ApiException):
         await api.delete_namespaced_pod(name, namespace)
+
+
+async def node_leftovers(kubelet: KubeletProcess, runtime: RemoteRuntimeService, *,
+                         pod_ips: set[str], sandbox_ids: set[str], pykubelet_tables: bool,
+                         namespace: str | None = None) -> dict[str, float | None]:
+    """Every ``NODE_ROWS`` and ``TABLE_ROWS`` count of ``kubelet`` (the tables None
+    without ``pykubelet_tables``: the Go kubelet has no such gauge).
+
+    The runtime's sandboxes and containers are those of ``namespace`` when it is
+    given (a runtime shared with other tests), else all of them. The ids of the
+    sandboxes seen are added to ``sandbox_ids``, which the CNI lease count reads.
+    """
+    sandboxes, containers = await asyncio.gather(runtime.list_pod_sandboxes(),
+                                                 runtime.list_containers())
+    if namespace is not None:
+        sandboxes = [s for s in sandboxes if s.labels.get(POD_NAMESPACE_LABEL) == namespace]
+        containers = [c for c in containers if c.labels.get(POD_NAMESPACE_LABEL) == namespace]
+    sandbox_ids.update(s.id for s in sandboxes)
+    pods_dir = kubelet.root / "pods"
+    node: list[float | None] = [
+        len(os.listdir(pods_dir)) if pods_dir.is_dir() else 0,
+        await asyncio.to_thread(pod_cgroups, kubelet.cgroup_root),
+        await asyncio.to_thread(cni_leases, pod_ips, sandbox_ids),
+        len(sandboxes), len(containers),
+        len(mount_points_under([kubelet.root], including_roots=False))]
+    tables: list[float | None] = [None] * len(TABLES)
+    if pykubelet_tables:
+        metrics_text = await asyncio.to_thread(kubelet_metrics, kubelet)
+        tables = [read_metric(metrics_text, "pykubelet_tracked_pods", f'table="{table}"')
+                  for table in TABLES]
+    return dict(zip((*NODE_ROWS, *TABLE_ROWS), (*node, *tables), strict=True))

@@ -495,7 +495,7 @@ def build_pod_parts(server: KubeletServer, deps: Dependencies, runtime: RuntimeP
                        runtime_type=runtime.manager.runtime_type, node_name=node_name),
         runtime.manager, status_manager, ReasonCache(), runtime_state, probe_manager,
         pod_manager=pod_manager, volume_manager=runtime.volume_manager,
-        prefetch_env=volume_host.prefetch_env,
+        env_objects=volume_host,
         mirror_client=cluster.mirror_client if cluster is not None else None,
         get_node=machine.node_view.get_node,
         is_pod_termination_requested=lambda uid: (

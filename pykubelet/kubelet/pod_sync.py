@@ -21,10 +21,10 @@ import asyncio
 import contextlib
 import copy
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes_asyncio.client import V1Node, V1Pod, V1PodStatus
 
@@ -69,6 +69,14 @@ class PodSyncOptions:
     node_name: str = ""
 
 
+class PodEnvObjects(Protocol):
+    """The ConfigMaps and Secrets a pod's env names, held from its sync to its end."""
+
+    async def prefetch_env(self, pod: V1Pod) -> None: ...
+
+    def forget_pod_env(self, uid: str) -> None: ...
+
+
 class KubeletPodSyncer:
     """Implements ``pykubelet.podworkers.PodSyncer`` over the runtime and the status manager."""
 
@@ -83,7 +91,7 @@ class KubeletPodSyncer:
                  get_node: Callable[[], V1Node | None] = lambda: None,
                  container_manager: ContainerManager | None = None,
                  recorder: EventRecorder | None = None,
-                 prefetch_env: Callable[[V1Pod], Awaitable[None]] | None = None,
+                 env_objects: PodEnvObjects | None = None,
                  pod_sync_handlers: Sequence[PodSyncHandler] = (),
                  secrets: Manager | None = None,
                  ) -> None:
@@ -93,9 +101,10 @@ class KubeletPodSyncer:
         ``container_manager`` gives pods their cgroups (None: ``cgroupsPerQOS`` off);
         ``abnormal_termination`` is the pod workers' record of a kill that brings its own
         status (an eviction), applied to every status computed afterwards;
-        ``prefetch_env`` reads the ConfigMaps and Secrets the pod's env names
-        before its containers are created; ``pod_sync_handlers`` (upstream
-        ``PodSyncHandlers``: the active deadline) may have a pod failed by every status
+        ``env_objects`` reads the ConfigMaps and Secrets the pod's env names
+        before its containers are created, and drops them once it has terminated;
+        ``pod_sync_handlers`` (upstream ``PodSyncHandlers``: the active deadline) may
+        have a pod failed by every status
         computed for it; ``secrets`` reads the pod's image pull secrets (None:
         standalone, no API server, so pulls go without credentials)."""
         self.options = options
@@ -112,7 +121,7 @@ class KubeletPodSyncer:
         self.container_manager = container_manager
         self.recorder = recorder
         self.abnormal_termination = abnormal_termination
-        self.prefetch_env = prefetch_env
+        self.env_objects = env_objects
         self.pod_sync_handlers = list(pod_sync_handlers)
         self.secrets = secrets
 
@@ -177,8 +186,8 @@ class KubeletPodSyncer:
         if self.volume_manager is not None and \
                 not self.is_pod_termination_requested(pod_uid(pod)):
             await self.volume_manager.wait_for_attach_and_mount(pod)
-        if self.prefetch_env is not None:
-            await self.prefetch_env(pod)
+        if self.env_objects is not None:
+            await self.env_objects.prefetch_env(pod)
         self.probe_manager.add_pod(pod)  # idempotent: probing starts with the first sync
         pull_secrets = await self.pull_secrets_for_pod(pod)
         result = await self.runtime.sync_pod(pod, pod_status, pull_secrets)
@@ -292,6 +301,8 @@ class KubeletPodSyncer:
     async def sync_terminated_pod(self, pod: V1Pod, pod_status: PodStatus) -> None:
         self.probe_manager.remove_pod(pod)
         POD_STARTUP_TRACKER.delete(pod_uid(pod))
+        if self.env_objects is not None:
+            self.env_objects.forget_pod_env(pod_uid(pod))
         self.status_manager.set_pod_status(pod, self._api_status(pod, pod_status, terminal=True))
         self.status_manager.terminate_pod(pod)
 

@@ -25,7 +25,10 @@ the missing API server, so a static pod with a configMap volume waits with a
 The environment (``EnvSource``) is read while a container config is built,
 which is synchronous; ``prefetch_env`` fetches the objects a pod's ``env`` and
 ``envFrom`` name once per pod sync, before its containers start, and the
-synchronous reads answer from that snapshot (secret values decoded).
+synchronous reads answer from that snapshot (secret values decoded). The
+snapshot of an object lasts while a pod on the node names it:
+``forget_pod_env``, called once a pod has terminated, drops the pod's
+references, so nothing grows with the pods a node has seen.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import CoreV1Api, V1Pod
 
+from pykubelet import metrics
 from pykubelet.api import pod_uid
 from pykubelet.kubelet.node_info import NodeView
 from pykubelet.objectcache import Manager, NotFoundError
@@ -158,6 +162,10 @@ class VolumeHost:
         self.persistent_volumes = persistent_volumes
         # (kind, namespace, name) -> the decoded data, or None when it does not exist.
         self._env: dict[tuple[str, str, str], dict[str, str] | None] = {}
+        # Pod UID -> the keys of _env it read: an object stays only while a pod that
+        # names it is on the node (secret values included).
+        self._env_readers: dict[str, set[tuple[str, str, str]]] = {}
+        metrics.track_table("env_readers", self.tracked_pods)
 
     # -- VolumeSources -------------------------------------------------------------
 
@@ -218,7 +226,10 @@ class VolumeHost:
     async def prefetch_env(self, pod: V1Pod) -> None:
         """Read what ``pod``'s env names; a failed read keeps the previous answer."""
         namespace = pod.metadata.namespace or ""
-        for kind, name in sorted(_env_names(pod)):
+        names = sorted(_env_names(pod))
+        if names:
+            self._env_readers[pod_uid(pod)] = {(kind, namespace, name) for kind, name in names}
+        for kind, name in names:
             manager = self.config_maps if kind == CONFIGMAP else self.secrets
             if manager is None:
                 continue
@@ -232,6 +243,23 @@ class VolumeHost:
                            kind=kind, namespace=namespace, name=name)
                 continue
             self._env[(kind, namespace, name)] = _env_data(kind, obj)
+
+    def forget_pod_env(self, uid: str) -> None:
+        """The pod has terminated: drop the env objects no other pod on the node names."""
+        released = self._env_readers.pop(uid, set())
+        still_read: set[tuple[str, str, str]] = set()
+        for keys in self._env_readers.values():
+            still_read |= keys
+        for key in released - still_read:
+            self._env.pop(key, None)
+
+    def tracked_pods(self) -> int:
+        """Pods whose env objects are held (the ``pykubelet_tracked_pods`` gauge)."""
+        return len(self._env_readers)
+
+    def env_objects(self) -> int:
+        """ConfigMaps and Secrets held for env (none once no pod names one)."""
+        return len(self._env)
 
     def _env_lookup(self, kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
         return self._env.get((kind, namespace, name))

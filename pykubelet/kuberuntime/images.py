@@ -37,6 +37,7 @@ from typing import Any
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet import metrics
 from pykubelet.credentialprovider import AuthConfig, PullSecretError, make_docker_keyring
 from pykubelet.credentialprovider.plugin import PluginKeyring
 from pykubelet.cri import ImageService
@@ -308,6 +309,7 @@ class ImageManager:
         self._pull_slots = asyncio.Semaphore(limit) if limit else None
         self._last_error: dict[str, str] = {}
         self._shared_pulls = SharedPulls()
+        metrics.track_table("image_pulls", self.tracked_pods)
 
     async def ensure_image_exists(self, pod: V1Pod, container: V1Container,
                                   pull_secrets: Sequence[Any] = (),
@@ -392,6 +394,7 @@ class ImageManager:
             klog.warning("Failed to pull image", pod=pod_ref, image=spec_image, err=message)
             event(WARNING, EVENT_FAILED, f'Failed to pull image "{spec_image}": {message}')
             self.backoff.next(backoff_key)
+            self._forget_quiet_pulls()
             self._last_error[backoff_key] = message
             raise ImagePullError(ERR_IMAGE_PULL, message) from err
         took = time.monotonic() - started
@@ -400,8 +403,21 @@ class ImageManager:
         event(NORMAL, EVENT_PULLED,
               f'Successfully pulled image "{spec_image}" in {format_go_duration(round(took, 3))}')
         self._last_error.pop(backoff_key, None)
-        self.backoff.gc()
+        self._forget_quiet_pulls()
         return EnsuredImage(image_ref)
+
+    def tracked_pods(self) -> int:
+        """Pods' images with a pull back-off held (the ``pykubelet_tracked_pods`` gauge):
+        each goes twice the maximum delay after its last failure."""
+        return self.backoff.size()
+
+    def _forget_quiet_pulls(self) -> None:
+        """Drop the back-off of pulls quiet for twice the maximum delay, and their last
+        errors: a key names a pod's UID, and pods that were deleted while their pulls
+        failed must not stay in memory for the kubelet's life."""
+        self.backoff.gc()
+        for key in [k for k in self._last_error if k not in self.backoff]:
+            del self._last_error[key]
 
     def look_ahead(self, specs: Iterable[str]) -> ImageStatusLookahead:
         """Start reading the statuses of the images ``specs`` (as written in pod specs)."""

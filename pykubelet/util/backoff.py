@@ -101,5 +101,10 @@ class Backoff:
         with self._lock:
             return key in self._entries
 
+    def size(self) -> int:
+        """Keys on record (not ``__len__``: an empty back-off must stay truthy)."""
+        with self._lock:
+            return len(self._entries)
+
 
 __all__ = ["Backoff"]

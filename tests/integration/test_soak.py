@@ -16,7 +16,6 @@ minute, so the wait allows two of those.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 
@@ -27,7 +26,6 @@ from pykubelet.cri.runtime import RemoteRuntimeService
 from pykubelet.kuberuntime.labels import POD_NAMESPACE_LABEL
 from testsupport.cluster import ClusterKubelet, kubelet_and_namespace
 from testsupport.controlplane import ControlPlane
-from testsupport.kubelet_process import mount_points_under
 from testsupport.podwatch import ApiRunningWatcher
 from testsupport.polling import WaitTimeout, wait_until_async
 from testsupport.soak import (
@@ -35,11 +33,9 @@ from testsupport.soak import (
     DELETED_STARTING,
     MIX,
     SECRET,
-    TABLES,
     Churn,
-    cni_leases,
     kubelet_metrics,
-    pod_cgroups,
+    node_leftovers,
     pod_life,
     read_metric,
 )
@@ -56,25 +52,12 @@ SETTLE_SECONDS = 150.0
 
 async def left_counts(kubelet: ClusterKubelet, runtime: RemoteRuntimeService, namespace: str,
                       pod_ips: set[str], sandbox_ids: set[str]) -> dict[str, float | None]:
-    """What ``bench/soak.py`` counts as left, for this kubelet and namespace."""
-    sandboxes = [s for s in await runtime.list_pod_sandboxes()
-                 if s.labels.get(POD_NAMESPACE_LABEL) == namespace]
-    sandbox_ids.update(s.id for s in sandboxes)
-    containers = [c for c in await runtime.list_containers()
-                  if c.labels.get(POD_NAMESPACE_LABEL) == namespace]
+    """What ``bench/soak.py`` counts as left on the node, for this kubelet and namespace,
+    and its asyncio tasks."""
+    counts = await node_leftovers(kubelet, runtime, pod_ips=pod_ips, sandbox_ids=sandbox_ids,
+                                  pykubelet_tables=True, namespace=namespace)
     metrics_text = await asyncio.to_thread(kubelet_metrics, kubelet)
-    pods_dir = kubelet.root / "pods"
-    return {
-        "pod directories": len(os.listdir(pods_dir)) if pods_dir.is_dir() else 0,
-        "pod cgroups": pod_cgroups(kubelet.cgroup_root),
-        "CNI leases": cni_leases(pod_ips, sandbox_ids),
-        "sandboxes": len(sandboxes),
-        "containers": len(containers),
-        "mounts": len(mount_points_under([kubelet.root], including_roots=False)),
-        "asyncio tasks": read_metric(metrics_text, "pykubelet_asyncio_tasks"),
-        **{table: read_metric(metrics_text, "pykubelet_tracked_pods", f'table="{table}"')
-           for table in TABLES},
-    }
+    return {**counts, "asyncio tasks": read_metric(metrics_text, "pykubelet_asyncio_tasks")}
 
 
 async def churn_and_count(plane: ControlPlane, testbed: Testbed, kubelet: ClusterKubelet,

@@ -1,4 +1,5 @@
-"""Pods needing the same image at once share one pull, at the image service seam.
+"""Pods needing the same image at once share one pull, at the image service seam; the
+back-off of failed pulls is forgotten once quiet.
 
 The fake image service counts ``PullImage`` calls and holds each pull until
 the test releases it, so "the others joined the pull under way" is a fact of
@@ -18,11 +19,14 @@ from cri_api.v1 import api_pb2
 from pykubelet.api import pod_from_dict
 from pykubelet.kuberuntime.images import (
     ERR_IMAGE_PULL,
+    IMAGE_BACKOFF_INITIAL,
+    IMAGE_BACKOFF_MAX,
     IMAGE_PULL_BACKOFF,
     EnsuredImage,
     ImageManager,
     ImagePullError,
 )
+from pykubelet.util.backoff import Backoff
 from tests.unit.waiting import settle, until
 
 IMAGE = "registry.local/team/app:1"
@@ -245,3 +249,34 @@ async def test_a_pull_that_ended_is_not_shared_with_later_starts() -> None:
                     what=f"pull {round_number + 1}")
         service.release(IMAGE, f"sha256:v{round_number}")
         assert (await ensuring).ref == f"sha256:v{round_number}"
+
+
+class FailingImageService(HeldImageService):
+    async def pull_image(self, image: str, auth: api_pb2.AuthConfig | None = None,
+                         sandbox_config: api_pb2.PodSandboxConfig | None = None) -> str:
+        self.pulls.append((image, ""))
+        raise RuntimeError("unexpected status code 404 Not Found")
+
+
+async def test_pods_deleted_while_their_pulls_failed_are_forgotten_once_quiet() -> None:
+    now = [0.0]
+    service, recorder = FailingImageService(), Recorder()
+    images = manager(recorder, service, pull_qps=0.0,  # registryPullQPS 0: no limit
+                     backoff=Backoff(IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX, lambda: now[0]))
+    for index in range(100):
+        failing = pod(f"gone-{index}")
+        with pytest.raises(ImagePullError):
+            await images.ensure_image_exists(failing, failing.spec.containers[0])
+    assert images.tracked_pods() == 100
+
+    # The 100 pods were deleted; a pull of another pod fails later than twice the
+    # maximum delay: only that pod's back-off (and its last error) is held.
+    now[0] += 2 * IMAGE_BACKOFF_MAX + 1
+    last = pod("last")
+    with pytest.raises(ImagePullError):
+        await images.ensure_image_exists(last, last.spec.containers[0])
+    assert images.tracked_pods() == 1
+    with pytest.raises(ImagePullError) as backing_off:
+        await images.ensure_image_exists(last, last.spec.containers[0])
+    assert backing_off.value.reason == IMAGE_PULL_BACKOFF
+    assert "404 Not Found" in backing_off.value.message

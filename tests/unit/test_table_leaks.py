@@ -8,12 +8,24 @@ read the same gauge, so a table that keeps a pod after it is gone fails here.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
-from kubernetes_asyncio.client import V1Pod
+from kubernetes_asyncio.client import V1ConfigMapEnvSource, V1EnvFromSource, V1Pod
 
+from pykubelet.api.kubetypes import SyncPodType
+from pykubelet.kubelet.pod_sync import KubeletPodSyncer, PodSyncOptions
+from pykubelet.kubelet.runtime_state import RuntimeState
+from pykubelet.kubelet.volume_host import VolumeHost
 from pykubelet.metrics import KUBELET_REGISTRY
+from pykubelet.objectcache import DirectStore
 from pykubelet.objectcache.manager import Manager, ObjectStore, configmap_names
+from pykubelet.prober.manager import ProbeManager
+from pykubelet.prober.results import ResultsManager
+from pykubelet.status import ReasonCache
 from pykubelet.status.manager import StatusManager
+from tests.unit.test_active_deadline import FakeRuntime, running, runtime_status
+from tests.unit.test_active_deadline import make_pod as deadline_pod
 from tests.unit.test_objectcache import FakeApi
 from tests.unit.test_objectcache import pod as pod_naming
 from tests.unit.test_status_generate import make_pod
@@ -58,6 +70,34 @@ async def test_configmap_manager_keeps_no_pod_after_it_is_unregistered() -> None
     for index in range(LIFECYCLES):
         manager.unregister_pod(f"uid-{index}")
     assert tracked("configmap_manager") == 0
+
+
+async def test_env_objects_are_dropped_when_each_pod_has_terminated(tmp_path: Path) -> None:
+    async def fetch(namespace: str, name: str) -> dict[str, Any] | None:
+        return {"data": {"MODE": name}}
+
+    host = VolumeHost(lambda: (1, 1), config_maps=Manager(DirectStore("configmap", fetch),
+                                                          configmap_names))
+    statuses, runtime = StatusManager(), FakeRuntime()
+    probes = ProbeManager(None, liveness=ResultsManager(), readiness=ResultsManager(),
+                          startup=ResultsManager(), status_provider=statuses.peek_pod_status)
+    syncer = KubeletPodSyncer(PodSyncOptions(root_dir=str(tmp_path)), runtime, statuses,
+                              ReasonCache(), RuntimeState(), probes, env_objects=host,
+                              is_pod_termination_requested=lambda uid: False,
+                              abnormal_termination=lambda uid: None)
+    pods = []
+    for index in range(LIFECYCLES // 10):
+        pod = deadline_pod(None, uid=f"uid-{index}")
+        pod.spec.containers[0].env_from = [
+            V1EnvFromSource(config_map_ref=V1ConfigMapEnvSource(name=f"cm-{index}"))]
+        await syncer.sync_pod(SyncPodType.CREATE, pod, None, runtime_status(running()))
+        pods.append(pod)
+    assert tracked("env_readers") == len(pods)
+    assert host.env_objects() == len(pods)
+    for pod in pods:
+        await syncer.sync_terminated_pod(pod, runtime.after_kill)
+    assert tracked("env_readers") == 0
+    assert host.env_objects() == 0
 
 
 async def test_asyncio_task_gauge_follows_the_event_loop() -> None:

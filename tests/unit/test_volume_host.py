@@ -1,4 +1,5 @@
-"""The kubelet's VolumeHost: env objects read once per sync, standalone refusals."""
+"""The kubelet's VolumeHost: env objects read once per sync and dropped with the last pod
+that names them, standalone refusals."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kubernetes_asyncio.client import (
 )
 
 from pykubelet.kubelet.volume_host import VolumeHost
+from pykubelet.metrics import KUBELET_REGISTRY
 from pykubelet.objectcache import DirectStore, Manager, configmap_names, secret_names
 from pykubelet.volumemanager import VolumeError
 
@@ -68,3 +70,32 @@ async def test_standalone_refuses_api_objects_with_a_clear_message() -> None:
         await host.service_account_token(pod(), "", 3600)
     await host.prefetch_env(pod())  # nothing to read from
     assert host.env_source().secret("ns", "sec") is None
+
+
+def named_pod(uid: str, config_map: str) -> V1Pod:
+    container = V1Container(name="c", env_from=[
+        V1EnvFromSource(config_map_ref=V1ConfigMapEnvSource(name=config_map))])
+    return V1Pod(metadata=V1ObjectMeta(name=uid, namespace="ns", uid=uid),
+                 spec=V1PodSpec(containers=[container]))
+
+
+async def test_env_objects_go_with_the_last_pod_that_names_them() -> None:
+    store = {f"cfg-{index}": {"data": {"INDEX": str(index)}} for index in range(50)}
+    host = VolumeHost(lambda: (1, 1), config_maps=Manager(
+        DirectStore("configmap", objects(store)), configmap_names))
+    reader = host.env_source()
+    for index in range(200):
+        await host.prefetch_env(named_pod(f"u{index}", f"cfg-{index % 50}"))
+    assert host.env_objects() == 50
+    assert KUBELET_REGISTRY.get_sample_value("pykubelet_tracked_pods",
+                                             {"table": "env_readers"}) == 200
+    for index in range(199):
+        host.forget_pod_env(f"u{index}")
+    # The last pod still names cfg-49: its data stays readable for that pod's containers.
+    assert reader.config_map("ns", "cfg-49") == {"INDEX": "49"}
+    assert reader.config_map("ns", "cfg-0") is None
+    host.forget_pod_env("u199")
+    assert host.env_objects() == 0
+    assert KUBELET_REGISTRY.get_sample_value("pykubelet_tracked_pods",
+                                             {"table": "env_readers"}) == 0
+

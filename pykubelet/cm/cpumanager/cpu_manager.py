@@ -136,8 +136,10 @@ class CPUManager:
 
     def remove_stale_state(self, admitting: V1Pod | None = None) -> None:
         """Release what pods no longer active hold (once every source is ready); the pod
-        being admitted counts as active (after a restart its assignment is restored)."""
-        if not self._sources_ready():
+        being admitted counts as active (after a restart its assignment is restored).
+        Upstream does this at each hint, allocation and reconcile; with nothing assigned
+        (always so under the none policy) there is nothing to walk the pods for."""
+        if not self.state.assignments or not self._sources_ready():
             return
         active: set[tuple[str, str]] = set()
         for pod in [*self._active_pods(), *([admitting] if admitting is not None else [])]:
