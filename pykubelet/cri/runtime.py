@@ -69,6 +69,9 @@ KUBE_RUNTIME_API_VERSION = "0.1.0"
 # An identical failure for the same object is logged once per this period:
 # PLEG and the status manager ask about a broken container every second.
 _IDENTICAL_ERROR_LOG_PERIOD = 60.0
+# ErrorLogThrottle sweeps out expired records once it holds this many (or twice what the
+# last sweep kept).
+_THROTTLE_SWEEP_SIZE = 256
 
 
 def parse_endpoint(endpoint: str) -> str:
@@ -127,19 +130,33 @@ class OneLine:
 
 
 class ErrorLogThrottle:
-    """Remembers the last error logged per object so repeats are logged once a minute."""
+    """Remembers the last error logged per object so repeats are logged once a minute.
 
-    def __init__(self, period: float = _IDENTICAL_ERROR_LOG_PERIOD) -> None:
+    A container that is gone is never cleared (no stop or remove comes for it), so
+    records older than the period, which hold nothing back any more, are dropped
+    whenever the table has doubled since the last sweep."""
+
+    def __init__(self, period: float = _IDENTICAL_ERROR_LOG_PERIOD,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._period = period
+        self._clock = clock
         self._last: dict[str, tuple[str, float]] = {}
+        self._sweep_at = _THROTTLE_SWEEP_SIZE
 
     def should_log(self, message: str, object_id: str) -> bool:
-        now = time.monotonic()
+        now = self._clock()
         previous = self._last.get(object_id)
         if previous is not None and previous[0] == message and now - previous[1] < self._period:
             return False
         self._last[object_id] = (message, now)
+        if len(self._last) >= self._sweep_at:
+            self._last = {key: record for key, record in self._last.items()
+                          if now - record[1] < self._period}
+            self._sweep_at = max(_THROTTLE_SWEEP_SIZE, 2 * len(self._last))
         return True
+
+    def size(self) -> int:
+        return len(self._last)
 
     def clear(self, object_id: str) -> None:
         self._last.pop(object_id, None)

@@ -1,4 +1,5 @@
-"""Error mapping and endpoint parsing of the CRI client (no server involved)."""
+"""Error mapping, endpoint parsing and error-log throttling of the CRI client (no server
+involved)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pykubelet.cri.errors import (
     from_rpc_error,
     is_not_found,
 )
-from pykubelet.cri.runtime import endpoint_url, parse_endpoint
+from pykubelet.cri.runtime import ErrorLogThrottle, endpoint_url, parse_endpoint
 
 ENDPOINT = "unix:///run/test/containerd.sock"
 
@@ -91,3 +92,25 @@ def test_endpoint_forms(endpoint: str, path: str) -> None:
 def test_unsupported_endpoints_are_rejected(endpoint: str, complaint: str) -> None:
     with pytest.raises(ValueError, match=complaint):
         parse_endpoint(endpoint)
+
+
+def test_a_repeated_error_is_logged_once_a_minute_per_object() -> None:
+    now = [0.0]
+    throttle = ErrorLogThrottle(60.0, clock=lambda: now[0])
+    assert throttle.should_log("rpc error: NotFound", "c1")
+    assert not throttle.should_log("rpc error: NotFound", "c1")
+    assert throttle.should_log("rpc error: Unavailable", "c1")  # another error: logged
+    assert throttle.should_log("rpc error: NotFound", "c2")
+    now[0] = 61.0
+    assert throttle.should_log("rpc error: Unavailable", "c1")
+
+
+def test_errors_of_containers_that_went_away_are_not_kept_forever() -> None:
+    now = [0.0]
+    throttle = ErrorLogThrottle(60.0, clock=lambda: now[0])
+    for index in range(5000):
+        now[0] = index * 0.1  # 500 s of containers failing once each, never cleared
+        throttle.should_log("rpc error: NotFound", f"gone-{index}")
+    # What is held is about the last minute's containers, not all 5000.
+    assert throttle.size() <= 2 * 600 + 1
+    assert not throttle.should_log("rpc error: NotFound", "gone-4999")
