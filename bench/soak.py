@@ -471,8 +471,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except ControlPlaneError as err:
                     print(f"control plane stop failed: {err}", file=sys.stderr)
             remove_namespace_logs(args.namespace_prefix)
-    if status == 0:
-        print(render(results))
+        # What was measured is printed even when a later step (a clean-up) failed.
+        if results:
+            print(render(results), flush=True)
     return status
 
 

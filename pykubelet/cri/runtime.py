@@ -11,17 +11,26 @@ method. Results are the generated protobuf messages, not copies of them.
 
 It also owns the endpoint: parsing ``unix:///path`` and failing fast, with a
 message naming the socket, when the runtime is not there at all.
+
+Calls that make something in the runtime (``RUN_TO_END``) are not cut short
+when the caller is cancelled (a pod deleted while it starts cancels its sync):
+the call runs to its end and the cancellation takes effect after it. Cut
+short, containerd can keep the task of a container whose ``StartContainer``
+was cancelled while the task was being made, report the container exited
+(code 128) and refuse every later removal with "cannot delete running task",
+so the pod's sandbox and container stay for good.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import stat
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
@@ -61,6 +70,27 @@ _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
 ]
 
 _UNIX_SCHEME = "unix://"
+
+# The calls that make runtime objects: once sent, each runs to its end (see above).
+RUN_TO_END = frozenset({"RunPodSandbox", "CreateContainer", "StartContainer"})
+
+T = TypeVar("T")
+
+
+async def run_to_end(call: Awaitable[T]) -> T:
+    """Await ``call``; a cancellation that comes meanwhile is raised once it has ended."""
+    task = asyncio.ensure_future(call)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not task.cancelled():
+            task.exception()  # the answer no longer matters: mark it read
+        raise asyncio.CancelledError
+    return task.result()
 
 # The version the kubelet announces in VersionRequest (the Go kubelet's
 # kubeRuntimeAPIVersion); runtimes answer with their own CRI version.
@@ -197,7 +227,8 @@ class GrpcConnection:
         started = time.monotonic()
         failed = True
         try:
-            response = await getattr(stub, method)(request, timeout=timeout)
+            call = getattr(stub, method)(request, timeout=timeout)
+            response = await (run_to_end(call) if method in RUN_TO_END else call)
             failed = False
             return response
         except grpc.aio.AioRpcError as err:

@@ -30,6 +30,7 @@ from pykubelet.cri import (
     UnsupportedAPIError,
     is_not_found,
 )
+from tests.unit.waiting import until
 
 REQUEST_TIMEOUT = 5.0
 
@@ -48,6 +49,9 @@ class FakeRuntime(api_pb2_grpc.RuntimeServiceServicer):
         self.exec_hang = False
         self.missing_containers: set[str] = set()
         self.exec_timeouts_sent: list[int] = []
+        self.start_release = asyncio.Event()
+        # Method -> "finished" or "cancelled", for handlers that wait.
+        self.outcome: dict[str, str] = {}
 
     def _record(self, method: str, context: grpc.aio.ServicerContext) -> None:
         self.time_remaining[method] = context.time_remaining()
@@ -87,8 +91,23 @@ class FakeRuntime(api_pb2_grpc.RuntimeServiceServicer):
         if self.exec_abort is not None:
             await context.abort(self.exec_abort, "timeout 1s exceeded: context deadline exceeded")
         if self.exec_hang:
-            await asyncio.Event().wait()  # a runtime that never answers
+            try:
+                await asyncio.Event().wait()  # a runtime that never answers
+            except asyncio.CancelledError:
+                self.outcome["ExecSync"] = "cancelled"
+                raise
         return self.exec_response
+
+    async def StartContainer(self, request: Any,
+                             context: Any) -> api_pb2.StartContainerResponse:
+        self._record("StartContainer", context)
+        try:
+            await self.start_release.wait()
+        except asyncio.CancelledError:
+            self.outcome["StartContainer"] = "cancelled"
+            raise
+        self.outcome["StartContainer"] = "finished"
+        return api_pb2.StartContainerResponse()
 
     async def Exec(self, request: Any, context: Any) -> api_pb2.ExecResponse:
         self._record("Exec", context)
@@ -372,3 +391,28 @@ async def test_calls_after_the_runtime_goes_away_are_unavailable(fake: Fixture) 
             await client.list_containers()
     finally:
         await client.close()
+
+
+# Cancellation
+
+
+async def test_a_cancelled_start_runs_to_its_end_before_the_cancellation_is_raised(
+        fake: Fixture, runtime_client: RemoteRuntimeService) -> None:
+    fake.runtime.exec_hang = True
+    start = asyncio.create_task(runtime_client.start_container("c1"))
+    probe = asyncio.create_task(runtime_client.exec_sync("c1", ["true"], timeout_seconds=0))
+    await until(lambda: {"StartContainer", "ExecSync"} <= set(fake.runtime.time_remaining),
+                what="both calls at the runtime")
+
+    start.cancel()
+    probe.cancel()
+    # The exec is cut short at the runtime (as every call that makes nothing) ...
+    await until(lambda: fake.runtime.outcome.get("ExecSync") == "cancelled",
+                what="the exec cancelled at the runtime")
+    assert not start.done()
+    assert "StartContainer" not in fake.runtime.outcome
+    # ... the start is not: it ends as the runtime answers, then the caller is cancelled.
+    fake.runtime.start_release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await start
+    assert fake.runtime.outcome["StartContainer"] == "finished"
