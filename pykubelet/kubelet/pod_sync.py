@@ -104,9 +104,9 @@ class KubeletPodSyncer:
         ``env_objects`` reads the ConfigMaps and Secrets the pod's env names
         before its containers are created, and drops them once it has terminated;
         ``pod_sync_handlers`` (upstream ``PodSyncHandlers``: the active deadline) may
-        have a pod failed by every status
-        computed for it; ``secrets`` reads the pod's image pull secrets (None:
-        standalone, no API server, so pulls go without credentials)."""
+        have a pod failed by every status computed for it; ``secrets`` reads the pod's
+        image pull secrets (None: standalone, no API server, so pulls go without
+        credentials)."""
         self.options = options
         self.runtime = runtime
         self.status_manager = status_manager
