@@ -15,7 +15,7 @@ import datetime
 from typing import Any, TypeVar
 
 from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.models import V1Pod
+from kubernetes_asyncio.client.models import V1Container, V1Pod
 
 T = TypeVar("T")
 
@@ -120,6 +120,21 @@ def pod_uid(pod: V1Pod) -> str:
     return str(meta.uid or "") if meta is not None else ""
 
 
+# What a pod's spec says about its containers, the same for every layer that asks.
+
+def is_restartable_init_container(container: V1Container) -> bool:
+    """A sidecar: an init container with its own ``restartPolicy: Always``."""
+    return getattr(container, "restart_policy", None) == "Always"
+
+
+def init_then_app_containers(pod: V1Pod) -> list[V1Container]:
+    """The pod's init containers, then its app containers: the order they start in."""
+    spec = pod.spec
+    if spec is None:
+        return []
+    return [*(spec.init_containers or []), *(spec.containers or [])]
+
+
 def pod_ref(pod: V1Pod) -> str:
     """``namespace/name``, how log lines name a pod (klog's ``KObj``)."""
     meta = pod.metadata
@@ -142,6 +157,8 @@ __all__ = [
     "TERMINAL_POD_PHASES",
     "clone",
     "from_dict",
+    "init_then_app_containers",
+    "is_restartable_init_container",
     "is_terminal_phase",
     "pod_desc",
     "pod_from_dict",

@@ -25,14 +25,28 @@ from typing import Any
 
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet.api import is_restartable_init_container
 from pykubelet.api.qos import container_limits, container_requests
 from pykubelet.api.quantity import parse_quantity
+from pykubelet.api.validation import qualified_name_errors
 
 ResourceTotals = dict[str, Fraction]
 
 
-def _is_sidecar(container: V1Container) -> bool:
-    return getattr(container, "restart_policy", None) == "Always"
+# Extended resources (upstream ``IsExtendedResourceName``): what device plugins
+# advertise and what admission counts against the node's allocatable like cpu.
+NATIVE_RESOURCE_PREFIX = "kubernetes.io/"
+DEFAULT_RESOURCE_REQUESTS_PREFIX = "requests."
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """Fully qualified, outside ``kubernetes.io/``, and still a qualified name once
+    quota's ``requests.`` prefix is put in front (``example.com/gpu``)."""
+    if "/" not in name or NATIVE_RESOURCE_PREFIX in name:
+        return False
+    if name.startswith(DEFAULT_RESOURCE_REQUESTS_PREFIX):
+        return False
+    return not qualified_name_errors(DEFAULT_RESOURCE_REQUESTS_PREFIX + name)
 
 
 def _add(into: ResourceTotals, values: dict[str, Any]) -> None:
@@ -59,7 +73,7 @@ def _aggregate(pod: V1Pod, per_container: Callable[[V1Container], dict[str, Any]
     for container in spec.init_containers or []:
         own: ResourceTotals = {}
         _add(own, per_container(container))
-        if _is_sidecar(container):
+        if is_restartable_init_container(container):
             _add(sidecars, dict(own))
             _add(total, dict(own))
             # A sidecar is running while the later init containers run.
@@ -112,4 +126,5 @@ def pod_limits(pod: V1Pod, missing: set[str] | None = None) -> ResourceTotals:
     return total
 
 
-__all__ = ["ResourceTotals", "pod_limits", "pod_requests"]
+__all__ = ["DEFAULT_RESOURCE_REQUESTS_PREFIX", "NATIVE_RESOURCE_PREFIX", "ResourceTotals",
+           "is_extended_resource_name", "pod_limits", "pod_requests"]

@@ -148,7 +148,8 @@ def _port_name_errors(value: str) -> list[str]:
     return problems
 
 
-def _qualified_name_errors(value: str) -> list[str]:
+def qualified_name_errors(value: str) -> list[str]:
+    """Upstream ``IsQualifiedName``: an optional DNS subdomain prefix, then a 63-char name."""
     prefix, slash, name = value.rpartition("/")
     problems = []
     if slash:
@@ -467,7 +468,7 @@ def validate_pod(pod: V1Pod) -> list[str]:
 def _label_errors(labels: dict[str, str], path: str) -> list[str]:
     errors: list[str] = []
     for key, value in labels.items():
-        errors.extend(invalid(path, key, p) for p in _qualified_name_errors(key))
+        errors.extend(invalid(path, key, p) for p in qualified_name_errors(key))
         if len(value or "") > 63 or not _LABEL_VALUE.match(value or ""):
             errors.append(invalid(index_path(path, key), value, "a label value must be at most 63 "
                                   "alphanumerics, '-', '_' or '.', starting and ending with "

@@ -14,6 +14,7 @@ from __future__ import annotations
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet.api import is_restartable_init_container
 from pykubelet.container import Container, ContainerID, ContainerState, Pod, PodStatus
 
 RESTART_POLICY_ALWAYS = "Always"
@@ -28,11 +29,6 @@ def restart_policy(pod: V1Pod) -> str:
 
 def should_restart_on_failure(pod: V1Pod) -> bool:
     return restart_policy(pod) != RESTART_POLICY_NEVER
-
-
-def is_restartable_init_container(container: V1Container) -> bool:
-    """A sidecar: an init container with its own ``restartPolicy: Always``."""
-    return container.restart_policy == RESTART_POLICY_ALWAYS
 
 
 def has_restartable_init_container(pod: V1Pod | None) -> bool:

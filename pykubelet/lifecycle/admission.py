@@ -40,7 +40,7 @@ from pykubelet.api import pod_ref
 from pykubelet.api.kubetypes import is_static_pod
 from pykubelet.api.nodeaffinity import node_selector_matches
 from pykubelet.api.quantity import parse_quantity
-from pykubelet.api.resources import pod_requests
+from pykubelet.api.resources import is_extended_resource_name, pod_requests
 from pykubelet.util import klog
 
 # Reasons a rejected pod's status carries (upstream lifecycle/predicate.go, sysctl).
@@ -119,12 +119,6 @@ def _scaled(resource: str, value: Fraction) -> int:
     return -(-scaled.numerator // scaled.denominator)
 
 
-def _is_extended_resource(name: str) -> bool:
-    # Fully qualified names outside kubernetes.io (e.g. example.com/gpu); hugepages are native.
-    return "/" in name and not name.startswith("kubernetes.io/") and \
-        not name.startswith("requests.")
-
-
 def fits_resources(pod: V1Pod, other_pods: Iterable[V1Pod],
                    allocatable: dict[str, Any]) -> list[InsufficientResource]:
     """The scheduler's ``noderesources.Fits`` for one pod against the node's allocatable."""
@@ -137,7 +131,7 @@ def fits_resources(pod: V1Pod, other_pods: Iterable[V1Pod],
 
     wanted = {name: _scaled(name, value) for name, value in pod_requests(pod).items()
               # A resource the node does not know at all is a cluster-level one: skip it.
-              if not (_is_extended_resource(name) and name not in allowed)}
+              if not (is_extended_resource_name(name) and name not in allowed)}
     if not any(wanted.values()):
         return failures
     used: dict[str, int] = {}

@@ -27,9 +27,9 @@ from pykubelet import metrics
 from pykubelet.api import pod_from_dict
 from pykubelet.api.proto import deviceplugin_v1beta1_pb2 as pluginapi
 from pykubelet.api.proto import deviceplugin_v1beta1_pb2_grpc as pluginapi_grpc
+from pykubelet.api.resources import is_extended_resource_name
 from pykubelet.cm.devicemanager import CHECKPOINT_NAME, DeviceAllocationError, DeviceManager
 from pykubelet.cm.devicemanager.checkpoint import CheckpointData, PodDevicesEntry, checksum
-from pykubelet.cm.devicemanager.server import is_extended_resource_name
 from pykubelet.cm.topologymanager import AffinityStore, new_topology_manager
 from pykubelet.container.devices import DeviceMount, DeviceRunOptions, DeviceSpec
 from pykubelet.kuberuntime.container_config import ContainerOptions, generate_container_config

@@ -22,8 +22,9 @@ import grpc.aio
 from pykubelet import metrics
 from pykubelet.api.proto import deviceplugin_v1beta1_pb2 as pluginapi
 from pykubelet.api.proto import deviceplugin_v1beta1_pb2_grpc as pluginapi_grpc
-from pykubelet.config.validation import is_qualified_name
+from pykubelet.api.resources import is_extended_resource_name
 from pykubelet.util import klog
+from pykubelet.util.gotext import go_quote
 
 # Upstream pluginapi.DevicePluginPath / KubeletSocket: fixed whatever --root-dir is.
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins/"
@@ -31,33 +32,15 @@ KUBELET_SOCKET_NAME = "kubelet.sock"
 VERSION = "v1beta1"
 SUPPORTED_VERSIONS = (VERSION,)
 
-DEFAULT_RESOURCE_REQUESTS_PREFIX = "requests."
-NATIVE_RESOURCE_PREFIX = "kubernetes.io/"
-
-
-def _go_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def is_extended_resource_name(name: str) -> bool:
-    """Upstream ``IsExtendedResourceName``: fully qualified, outside ``kubernetes.io/``, and
-    still a qualified name once quota's ``requests.`` prefix is put in front."""
-    if "/" not in name or NATIVE_RESOURCE_PREFIX in name:
-        return False
-    if name.startswith(DEFAULT_RESOURCE_REQUESTS_PREFIX):
-        return False
-    return not is_qualified_name(DEFAULT_RESOURCE_REQUESTS_PREFIX + name)
-
-
 def registration_error(request: pluginapi.RegisterRequest) -> str | None:
     """Why upstream refuses ``request``, in its words (devicemanager ``types.go``: Go's ``%q``
     of the version and of the supported list); None when it is acceptable."""
     if request.version not in SUPPORTED_VERSIONS:
-        supported = "[" + " ".join(_go_quote(v) for v in SUPPORTED_VERSIONS) + "]"
-        return (f"requested API version {_go_quote(request.version)} is not supported by "
+        supported = "[" + " ".join(go_quote(v) for v in SUPPORTED_VERSIONS) + "]"
+        return (f"requested API version {go_quote(request.version)} is not supported by "
                 f"kubelet. Supported versions are {supported}")
     if not is_extended_resource_name(request.resource_name):
-        return f"the ResourceName {_go_quote(request.resource_name)} is invalid"
+        return f"the ResourceName {go_quote(request.resource_name)} is invalid"
     return None
 
 
@@ -156,5 +139,5 @@ class RegistrationServer:
 
 
 __all__ = ["DEVICE_PLUGIN_DIR", "KUBELET_SOCKET_NAME", "SUPPORTED_VERSIONS", "VERSION",
-           "RegistrationServer", "cleanup_plugin_directory", "is_extended_resource_name",
+           "RegistrationServer", "cleanup_plugin_directory",
            "registration_error"]
