@@ -29,6 +29,7 @@ from kubernetes_asyncio.client.models import (
     V1Volume,
 )
 
+from pykubelet.api import init_then_app_containers
 from pykubelet.api.validation import model_attributes
 
 TERMINATION_MESSAGE_PATH_DEFAULT = "/dev/termination-log"
@@ -86,7 +87,7 @@ def apply_pod_defaults(pod: V1Pod) -> V1Pod:
     _default_pod_spec(spec)
     for volume in spec.volumes or []:
         _default_volume(volume)
-    for container in [*(spec.init_containers or []), *(spec.containers or [])]:
+    for container in init_then_app_containers(pod):
         _default_container(container)
     for ephemeral in spec.ephemeral_containers or []:
         _default_container(ephemeral)

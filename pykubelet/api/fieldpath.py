@@ -10,7 +10,6 @@ failure (``CreateContainerConfigError``, a ``FailedMount``).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
@@ -19,6 +18,7 @@ from kubernetes_asyncio.client import V1Container, V1Pod
 
 from pykubelet.api.qos import container_limits, container_requests
 from pykubelet.api.quantity import QuantityError, cpu_to_millis, memory_to_bytes, parse_quantity
+from pykubelet.util.gotext import go_quote
 
 
 class FieldPathError(ValueError):
@@ -26,9 +26,12 @@ class FieldPathError(ValueError):
 
 
 def format_map(values: Mapping[str, str]) -> str:
-    """``key="value"`` lines, sorted by key (labels and annotations as one value)."""
-    return "\n".join(f"{key}={json.dumps(values[key], ensure_ascii=False)}"
-                     for key in sorted(values))
+    """``key="value"`` lines, sorted by key (labels and annotations as one value).
+
+    Values are quoted as Go's ``%q`` quotes them, as upstream writes them: programs
+    in the pod parse this text.
+    """
+    return "\n".join(f"{key}={go_quote(values[key])}" for key in sorted(values))
 
 
 def field_ref_value(pod: V1Pod, path: str, *, node_name: str = "",

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from kubernetes_asyncio.client.models import V1Pod
 
+from pykubelet.api import pod_uid
+
 CONFIG_SOURCE_ANNOTATION_KEY = "kubernetes.io/config.source"
 CONFIG_MIRROR_ANNOTATION_KEY = "kubernetes.io/config.mirror"
 CONFIG_FIRST_SEEN_ANNOTATION_KEY = "kubernetes.io/config.seen"
@@ -89,8 +91,7 @@ def get_pod_source(pod: V1Pod) -> str:
     """The source that produced ``pod``; raises ``ValueError`` when it was never annotated."""
     source = _annotations(pod).get(CONFIG_SOURCE_ANNOTATION_KEY)
     if source is None:
-        uid = pod.metadata.uid if pod.metadata is not None else ""
-        raise ValueError(f"cannot get source of pod {uid!r}")
+        raise ValueError(f"cannot get source of pod {pod_uid(pod)!r}")
     return source
 
 

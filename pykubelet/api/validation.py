@@ -35,6 +35,7 @@ from kubernetes_asyncio.client.models import (
     V1Volume,
 )
 
+from pykubelet.api import is_restartable_init_container
 from pykubelet.api.quantity import parse_quantity
 from pykubelet.api.yamlsafe import render
 
@@ -491,7 +492,7 @@ def _spec_errors(spec: V1PodSpec) -> list[str]:
         path = f"spec.initContainers[{index}]"
         errors.extend(_container_errors(container, path, volume_names, seen_names, spec,
                                         host_ports))
-        sidecar = container.restart_policy == "Always"
+        sidecar = is_restartable_init_container(container)
         if container.restart_policy is not None and not sidecar:
             errors.append(not_supported(f"{path}.restartPolicy", container.restart_policy,
                                         ["Always"]))

@@ -20,6 +20,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
+from pykubelet.util.atomic_file import write_file_atomically
+
 KUBELET_CLIENT_PREFIX = "kubelet-client"
 KUBELET_SERVER_PREFIX = "kubelet-server"
 TIMESTAMP_FORMAT = "%Y-%m-%d-%H-%M-%S"
@@ -129,9 +131,9 @@ class FileStore:
         stamp = (now or datetime.datetime.now()).strftime(TIMESTAMP_FORMAT)
         path = os.path.join(self.cert_dir, f"{self.prefix}-{stamp}.pem")
         content = cert_pem.rstrip(b"\n") + b"\n" + key_pem.rstrip(b"\n") + b"\n"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
+        # On disk in full before the link names it; and a second update within the same
+        # second replaces the file the link may already name, so never in place.
+        write_file_atomically(path, content, mode=0o600)
         pair = load_key_pair(path)
         updated = self._updated_path()
         if os.path.lexists(updated):

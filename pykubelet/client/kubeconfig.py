@@ -27,6 +27,7 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from pykubelet.util import klog
+from pykubelet.util.atomic_file import write_file_atomically
 
 TOKEN_FILE_REREAD_SECONDS = 60.0
 
@@ -267,13 +268,9 @@ def write_kubeconfig(path: str, *, server: str, ca_file: str | None, ca_data: by
         "current-context": "default-context",
         "preferences": {},
     }
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    partial = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        yaml.safe_dump(document, handle, default_flow_style=False, sort_keys=False)
-    os.replace(partial, path)
+    text = yaml.safe_dump(document, default_flow_style=False, sort_keys=False)
+    # 0600: the file names the kubelet's private key.
+    write_file_atomically(path, text.encode("utf-8"), mode=0o600, make_parents=True)
 
 
 __all__ = [

@@ -19,6 +19,7 @@ from pathlib import Path
 import pykubelet
 from pykubelet.api.wellknown import KUBERNETES_VERSION, go_arch, go_os
 from pykubelet.config.types import API_VERSION
+from pykubelet.util.gotext import go_quote
 
 # upstream's value when the build does not stamp a date
 UNSET_BUILD_DATE = "1970-01-01T00:00:00Z"
@@ -45,20 +46,8 @@ class Info:
 
     def go_struct_text(self) -> str:
         """The value as Go's ``%#v`` prints it: ``version.Info{Major:"0", ...}``."""
-        parts = ", ".join(f"{f.name}:{_go_quote(getattr(self, f.name))}" for f in fields(self))
+        parts = ", ".join(f"{f.name}:{go_quote(getattr(self, f.name))}" for f in fields(self))
         return f"version.Info{{{parts}}}"
-
-
-def _go_quote(text: str) -> str:
-    escaped = []
-    for char in text:
-        if char in ('"', "\\"):
-            escaped.append("\\" + char)
-        elif char.isprintable():
-            escaped.append(char)
-        else:
-            escaped.append(f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}")
-    return '"' + "".join(escaped) + '"'
 
 
 def version_string() -> str:

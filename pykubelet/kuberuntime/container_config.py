@@ -39,6 +39,7 @@ from kubernetes_asyncio.client import (
     V1SecurityContext,
 )
 
+from pykubelet.api import pod_uid
 from pykubelet.api.expansion import expand
 from pykubelet.api.fieldpath import (
     FieldPathError,
@@ -68,6 +69,7 @@ from pykubelet.kuberuntime.sandbox_config import (
     selinux_option,
 )
 from pykubelet.util import klog
+from pykubelet.util.atomic_file import write_file_atomically
 
 ETC_HOSTS_PATH = "/etc/hosts"
 INVALID_ENV_NAMES = "InvalidEnvironmentVariableNames"
@@ -516,12 +518,10 @@ def _etc_hosts_mount(pod: V1Pod, pod_ips: list[str], opts: ContainerOptions) -> 
     content = etc_hosts_content(pod, pod_ips, hostname, domain, opts.node_hosts_file)
     path = os.path.join(opts.pod_dir, ETC_HOSTS_FILE_NAME)
     os.makedirs(opts.pod_dir, exist_ok=True)
-    # Written to a temporary name and renamed so a running container never reads half a file.
-    partial = path + ".tmp"
-    with open(partial, "w", encoding="utf-8") as hosts:
-        hosts.write(content)
-    os.chmod(partial, 0o644)
-    os.replace(partial, path)
+    # Replaced in one step, so a running container never reads half a file, and through
+    # a temporary name of its own, so two containers of the pod starting at once do not
+    # write through the same one.
+    write_file_atomically(path, content.encode("utf-8"), mode=0o644)
     return api_pb2.Mount(container_path=ETC_HOSTS_PATH, host_path=path)
 
 
@@ -582,7 +582,7 @@ def generate_container_config(container: V1Container, pod: V1Pod, restart_count:
     meta = pod.metadata
     namespace = (meta.namespace if meta else None) or ""
     name = (meta.name if meta else None) or ""
-    uid = (meta.uid if meta else None) or ""
+    uid = pod_uid(pod)
     security = container_security_context(pod, container, opts, image_uid, image_username)
     env = make_environment(pod, container, opts)
     command, args = expand_command_and_args(container, env)

@@ -23,6 +23,7 @@ from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
 from pykubelet import metrics
+from pykubelet.api import pod_uid
 from pykubelet.container import (
     CONFIG_POD_SANDBOX,
     CREATE_POD_SANDBOX,
@@ -202,8 +203,8 @@ class KubeGenericRuntimeManager:
             recorder=recorder)
 
     def _container_options_for(self, pod: V1Pod, pod_ips: Sequence[str]) -> ContainerOptions:
-        uid = (pod.metadata.uid if pod.metadata else None) or ""
-        return dataclasses.replace(self.container_options, pod_dir=self.options.pod_dir(uid),
+        return dataclasses.replace(self.container_options,
+                                   pod_dir=self.options.pod_dir(pod_uid(pod)),
                                    pod_ips=list(pod_ips))
 
     # --- runtime ----------------------------------------------------------------------------

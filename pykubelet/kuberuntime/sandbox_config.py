@@ -35,6 +35,7 @@ from kubernetes_asyncio.client import (
     V1SELinuxOptions,
 )
 
+from pykubelet.api import init_then_app_containers, pod_uid
 from pykubelet.kuberuntime.labels import new_pod_sandbox_annotations, new_pod_sandbox_labels
 from pykubelet.kuberuntime.logs import pod_logs_directory
 from pykubelet.util import klog
@@ -311,9 +312,8 @@ def has_privileged_container(pod: V1Pod) -> bool:
     spec = pod.spec
     if spec is None:
         return False
-    containers = [*(spec.init_containers or []), *(spec.containers or [])]
     return any(c.security_context is not None and c.security_context.privileged
-               for c in containers)
+               for c in init_then_app_containers(pod))
 
 
 def selinux_option(options: V1SELinuxOptions | None) -> api_pb2.SELinuxOption | None:
@@ -363,7 +363,7 @@ def generate_pod_sandbox_config(pod: V1Pod, attempt: int,
     meta = pod.metadata
     name = (meta.name if meta else None) or ""
     namespace = (meta.namespace if meta else None) or ""
-    uid = (meta.uid if meta else None) or ""
+    uid = pod_uid(pod)
     config = api_pb2.PodSandboxConfig(
         metadata=api_pb2.PodSandboxMetadata(name=name, namespace=namespace, uid=uid,
                                             attempt=attempt),

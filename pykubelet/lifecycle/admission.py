@@ -36,12 +36,13 @@ from kubernetes_asyncio.client import (
     V1Toleration,
 )
 
-from pykubelet.api import pod_ref
+from pykubelet.api import init_then_app_containers, pod_ref
 from pykubelet.api.kubetypes import is_static_pod
 from pykubelet.api.nodeaffinity import node_selector_matches
 from pykubelet.api.quantity import parse_quantity
 from pykubelet.api.resources import is_extended_resource_name, pod_requests
 from pykubelet.util import klog
+from pykubelet.util.gotext import go_quote
 
 # Reasons a rejected pod's status carries (upstream lifecycle/predicate.go, sysctl).
 OUT_OF_CPU = "OutOfcpu"
@@ -171,7 +172,7 @@ def matches_node_selector_and_affinity(pod: V1Pod, node: V1Node) -> bool:
 
 def _host_ports(pod: V1Pod) -> list[tuple[str, str, int]]:
     ports = []
-    for container in [*(pod.spec.init_containers or []), *(pod.spec.containers or [])]:
+    for container in init_then_app_containers(pod):
         for port in container.ports or []:
             if port.host_port and port.host_port > 0:
                 ports.append((port.host_ip or "0.0.0.0", port.protocol or "TCP", port.host_port))
@@ -345,10 +346,10 @@ class SysctlAllowlist:
             namespace = next((ns for prefix, ns in self._prefixes.items()
                               if name.startswith(prefix)), None)
         if namespace is None:
-            return f"{_go_quote(name)} not allowlisted"
+            return f"{go_quote(name)} not allowlisted"
         if (namespace == IPC_NAMESPACE and host_ipc) or (namespace == NET_NAMESPACE
                                                          and host_network):
-            return f"{_go_quote(name)} not allowed with host {namespace} enabled"
+            return f"{go_quote(name)} not allowed with host {namespace} enabled"
         return None
 
     async def admit(self, attrs: PodAdmitAttributes) -> PodAdmitResult:
@@ -359,10 +360,6 @@ class SysctlAllowlist:
             if problem is not None:
                 return PodAdmitResult(False, SYSCTL_FORBIDDEN, f"forbidden sysctl: {problem}")
         return ADMIT
-
-
-def _go_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 __all__ = [

@@ -34,6 +34,7 @@ from pykubelet.events import WARNING, EventRecorder, describe
 from pykubelet.probe.exec import CommandRunner, combined_output
 from pykubelet.probe.http import HTTPGetError, http_get, request_for_http_get_action
 from pykubelet.util import klog
+from pykubelet.util.gotext import go_quote
 
 REASON_HTTP_FALLBACK = "LifecycleHTTPFallback"
 
@@ -53,12 +54,6 @@ class LifecycleHookError(Exception):
 def _go_list(values: list[str]) -> str:
     # Go's %v of a []string: the items space-separated between brackets.
     return "[" + " ".join(values) + "]"
-
-
-def _go_quote(text: str) -> str:
-    escaped = (text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-               .replace("\r", "\\r").replace("\t", "\\t"))
-    return f'"{escaped}"'
 
 
 class HandlerRunner:
@@ -82,7 +77,7 @@ class HandlerRunner:
                 await self._run_http(pod, container, handler)
             except Exception as err:
                 message = (f"HTTP lifecycle hook ({path}) for Container "
-                           f"{_go_quote(container.name)} in Pod {_go_quote(pod_desc(pod))} "
+                           f"{go_quote(container.name)} in Pod {go_quote(pod_desc(pod))} "
                            f"failed - error: {err}")
                 klog.v(1).info("HTTP lifecycle hook for Container in Pod failed", path=path,
                                containerName=container.name, pod=describe(pod), err=str(err))
@@ -118,8 +113,8 @@ class HandlerRunner:
                           f"{stderr}")
             cause = RuntimeError(error_text)
         message = (f"Exec lifecycle hook ({_go_list(command)}) for Container "
-                   f"{_go_quote(container.name)} in Pod {_go_quote(pod_desc(pod))} failed - "
-                   f"error: {error_text}, message: {_go_quote(output)}")
+                   f"{go_quote(container.name)} in Pod {go_quote(pod_desc(pod))} failed - "
+                   f"error: {error_text}, message: {go_quote(output)}")
         klog.v(1).info("Exec lifecycle hook for Container in Pod failed", execCommand=command,
                        containerName=container.name, pod=describe(pod), message=output,
                        err=error_text)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from kubernetes_asyncio.client import V1Pod
 
+from pykubelet.api import pod_uid
 from pykubelet.container import ContainerID, ProbeResult
 
 
@@ -47,8 +48,7 @@ class ResultsManager:
         if self._cache.get(container_id) == result:
             return
         self._cache[container_id] = result
-        uid = (pod.metadata.uid if pod.metadata is not None else None) or ""
-        self._updates.put_nowait(ResultUpdate(container_id, result, uid))
+        self._updates.put_nowait(ResultUpdate(container_id, result, pod_uid(pod)))
 
     def remove(self, container_id: ContainerID) -> None:
         # Removal is not a verdict: nobody has to resync for it.

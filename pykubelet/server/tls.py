@@ -48,6 +48,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pykubelet.util import klog
+from pykubelet.util.atomic_file import write_file_atomically
 
 SELF_SIGNED_CERT_NAME: Final = "kubelet.crt"
 SELF_SIGNED_KEY_NAME: Final = "kubelet.key"
@@ -231,18 +232,6 @@ def usable_cert_and_key(cert_file: str, key_file: str) -> str | None:
     return None
 
 
-def _write_file(path: str, data: bytes, mode: int) -> None:
-    os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
 def check_cipher_suites(names: Sequence[str]) -> list[str]:
     """The OpenSSL names of Go cipher suite names (TLS 1.3 ones dropped); TLSConfigError."""
     openssl: list[str] = []
@@ -283,8 +272,8 @@ def initialize_tls(cert_dir: str, host_name: str, *, tls_cert_file: str = "",
                 try:
                     chain, key = generate_self_signed_cert_key(host_name, alternate_ips,
                                                                alternate_dns)
-                    _write_file(cert_file, chain, 0o644)
-                    _write_file(key_file, key, 0o600)
+                    write_file_atomically(cert_file, chain, mode=0o644, make_parents=True)
+                    write_file_atomically(key_file, key, mode=0o600, make_parents=True)
                 except OSError as err:
                     raise TLSConfigError(f"unable to write self signed cert to {cert_dir} "
                                          f"(--cert-dir): {err}") from err

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio.client.models import V1Pod
 
-from pykubelet.api import clone, to_dict
+from pykubelet.api import clone, pod_uid, to_dict
 from pykubelet.api.kubetypes import (
     ALL_SOURCES,
     CONFIG_FIRST_SEEN_ANNOTATION_KEY,
@@ -46,10 +46,6 @@ from pykubelet.util import klog
 # Annotations the kubelet itself writes: never a reason to update a pod.
 LOCAL_ANNOTATIONS = (CONFIG_SOURCE_ANNOTATION_KEY, CONFIG_MIRROR_ANNOTATION_KEY,
                      CONFIG_FIRST_SEEN_ANNOTATION_KEY)
-
-
-def _uid(pod: V1Pod) -> str:
-    return (pod.metadata.uid if pod.metadata is not None else None) or ""
 
 
 def _annotations(pod: V1Pod) -> dict[str, str]:
@@ -115,7 +111,7 @@ def _name_errors(pod: V1Pod) -> list[str]:
     namespace = (meta.namespace if meta is not None else None) or ""
     errors = [f"metadata.name: {p}" for p in dns1123_subdomain_errors(name)]
     errors += [f"metadata.namespace: {p}" for p in dns1123_label_errors(namespace)]
-    if not _uid(pod):
+    if not pod_uid(pod):
         errors.append("metadata.uid: Required value")
     return errors
 
@@ -259,7 +255,7 @@ class PodConfig:
                 assert meta is not None
                 meta.annotations = {**(meta.annotations or {}),
                                     CONFIG_SOURCE_ANNOTATION_KEY: source}
-                uid = _uid(candidate)
+                uid = pod_uid(candidate)
                 existing = previous.get(uid)
                 if existing is not None:
                     result[uid] = existing
@@ -282,7 +278,7 @@ class PodConfig:
         elif update.op == PodOperation.REMOVE:
             klog.v(4).info("Removing pods from source", source=source, count=len(incoming))
             for pod in incoming:
-                gone = stored.pop(_uid(pod), None)
+                gone = stored.pop(pod_uid(pod), None)
                 if gone is not None:
                     found[PodOperation.REMOVE].append(gone)
         elif update.op == PodOperation.SET:

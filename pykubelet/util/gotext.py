@@ -24,6 +24,8 @@ def go_quote(text: str) -> str:
             out.append(escape)
         elif char.isprintable():
             out.append(char)
+        elif "\ud800" <= char <= "\udfff":
+            out.append(_invalid_utf8(char))
         elif ord(char) < 0x80:
             out.append(f"\\x{ord(char):02x}")
         elif ord(char) <= 0xFFFF:
@@ -31,6 +33,16 @@ def go_quote(text: str) -> str:
         else:
             out.append(f"\\U{ord(char):08x}")
     return '"' + "".join(out) + '"'
+
+
+def _invalid_utf8(char: str) -> str:
+    # A lone surrogate stands for bytes that were not UTF-8: Python's
+    # ``surrogateescape`` keeps an undecodable byte as U+DC80..U+DCFF, and any other
+    # surrogate has no UTF-8 spelling. Go reads such a string as invalid UTF-8 and
+    # spells each offending byte as ``\xNN``.
+    if "\udc80" <= char <= "\udcff":
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return "".join(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
 
 
 __all__ = ["go_quote"]

@@ -91,6 +91,17 @@ def test_unknown_extended_resources_are_left_to_the_cluster_but_known_ones_count
     assert (ok, reason) == (False, "OutOfexample.com/widget")
 
 
+@pytest.mark.parametrize("name", ["example.com/gpu", "vendor.io/fpga"])
+def test_an_extended_resource_the_node_does_not_offer_does_not_stop_admission(name: str) -> None:
+    assert admit(pod(requests={name: "1"})) == (True, "", "")
+
+
+@pytest.mark.parametrize("name", ["kubernetes.io/foo", "hugepages-2Mi"])
+def test_a_non_extended_resource_the_node_does_not_offer_refuses_the_pod(name: str) -> None:
+    ok, reason, _ = admit(pod(requests={name: "1"}))
+    assert (ok, reason) == (False, f"OutOf{name}")
+
+
 def test_node_selector_mismatch() -> None:
     assert admit(pod(nodeSelector={"disk": "ssd"})) == (
         False, "NodeAffinity",

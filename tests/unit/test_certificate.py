@@ -82,6 +82,25 @@ def test_store_writes_dated_files_and_moves_the_current_link(tmp_path: Path) -> 
     assert not (tmp_path / "kubelet-client-updated.pem").exists()
 
 
+def test_a_failed_update_within_the_same_second_leaves_the_current_pair_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = FileStore(str(tmp_path))
+    now = datetime.datetime(2024, 5, 1, 12, 0, 0)
+    cert, key = issued_pair()
+    store.update(cert, key, now=now)
+
+    def disk_full(source: str, target: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    with pytest.raises(OSError):
+        store.update(*issued_pair(), now=now)
+    current = store.current()
+    assert current is not None and current.cert_pem.strip() == cert.strip()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "kubelet-client-2024-05-01-12-00-00.pem", "kubelet-client-current.pem"]
+
+
 def test_a_key_that_does_not_match_is_refused(tmp_path: Path) -> None:
     cert, _ = issued_pair()
     _, other_key = issued_pair()

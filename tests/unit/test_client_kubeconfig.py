@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,22 @@ def test_bootstrap_kubeconfig_round_trip(tmp_path: Path) -> None:
     assert document["current-context"] == "default-context"
     assert document["users"][0]["user"] == {"client-certificate": str(pem),
                                             "client-key": str(pem)}
+
+
+def test_a_failed_kubeconfig_write_leaves_the_old_kubeconfig_and_no_stray_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "kubelet.kubeconfig"
+    out.write_text("old: kubeconfig\n")
+
+    def disk_full(source: str, target: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    with pytest.raises(OSError):
+        write_kubeconfig(str(out), server="https://10.0.0.1:6443", ca_file=None,
+                         ca_data=b"CA", insecure=False, cert_path="c.pem", key_path="k.pem")
+    assert out.read_text() == "old: kubeconfig\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["kubelet.kubeconfig"]
 
 
 def test_inline_client_certificate(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 from kubernetes_asyncio.client import V1Container
 
 from pykubelet.api import pod_from_dict
-from pykubelet.api.fieldpath import FieldPathError, resource_field_value
+from pykubelet.api.fieldpath import FieldPathError, field_ref_value, resource_field_value
 
 NODE_CPU_MILLIS = 3500
 NODE_MEMORY = 6 * 2**30
@@ -73,3 +73,11 @@ def test_an_unknown_resource_is_refused(resource: str) -> None:
 def test_an_unreadable_divisor_is_refused() -> None:
     with pytest.raises(FieldPathError, match=r"invalid resourceFieldRef limits\.cpu"):
         value(container(), "limits.cpu", "one")
+
+
+def test_labels_and_annotations_as_one_value_are_quoted_as_upstream_writes_them() -> None:
+    # Upstream writes each value with Go's %q; programs in the pod parse that text.
+    pod = pod_from_dict({"metadata": {"name": "p", "annotations": {
+        "bell": "ring\x07 del\x7f", "sep": "a\u2028b", "word": "grüß \"hi\""}}})
+    assert field_ref_value(pod, "metadata.annotations") == (
+        'bell="ring\\a del\\x7f"\nsep="a\\u2028b"\nword="grüß \\"hi\\""')

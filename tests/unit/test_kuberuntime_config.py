@@ -428,6 +428,30 @@ def test_host_network_etc_hosts_copies_the_node_file(opts: ContainerOptions,
         "127.0.0.1 localhost\n192.168.1.5 node-a\n")
 
 
+def test_two_containers_writing_the_pod_hosts_file_at_once_both_start(
+        opts: ContainerOptions, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The second container's write lands between the first one's write and rename.
+    pod = make_pod(containers=[{"name": "app", "image": "busybox:1.35"},
+                               {"name": "side", "image": "busybox:1.35"}])
+    replace = os.replace
+    started: list[str] = []
+    configs: list[api_pb2.ContainerConfig] = []
+
+    def replace_after_the_other_container(source: str, target: str) -> None:
+        if not started:
+            started.append("side")
+            configs.append(generate_container_config(pod.spec.containers[1], pod, 0,
+                                                     "sha256:abc", opts))
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_after_the_other_container)
+    configs.append(config_for(pod, opts))
+    hosts = [m.host_path for c in configs for m in c.mounts if m.container_path == "/etc/hosts"]
+    assert hosts == [os.path.join(opts.pod_dir, "etc-hosts")] * 2
+    assert Path(hosts[0]).read_text().startswith("# Kubernetes-managed hosts file.\n")
+    assert os.listdir(opts.pod_dir) == ["etc-hosts"]
+
+
 def test_no_etc_hosts_without_pod_ips(opts: ContainerOptions) -> None:
     opts.pod_ips = []
     assert not [m for m in config_for(make_pod(), opts).mounts if m.container_path == "/etc/hosts"]

@@ -114,6 +114,17 @@ async def test_failing_exec_hook_raises_with_its_output() -> None:
     assert caught.value.output == "half done\ndisk full\n"
 
 
+async def test_failing_exec_hook_message_spells_control_characters_as_go_does() -> None:
+    # A coloured "\x1b[31m" in the hook's output must not reach the event raw: Go's %q
+    # spells it as an escape, and the event text is what users compare with upstream's.
+    hooks = Hooks(ExecSyncResult(b"\x1b[31mred\x1b[0m", b"", 1))
+    container = V1Container(name="app")
+    handler = V1LifecycleHandler(_exec=V1ExecAction(command=["prep"]))
+    with pytest.raises(LifecycleHookError) as caught:
+        await hooks.runner.run(CONTAINER_ID, _pod(container), container, handler)
+    assert str(caught.value).endswith('message: "\\x1b[31mred\\x1b[0m"')
+
+
 async def test_http_hook_gets_the_path_at_the_pod_ip_on_a_named_port(site: Site) -> None:
     hooks = Hooks()
     container = V1Container(name="app",

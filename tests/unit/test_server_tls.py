@@ -6,6 +6,7 @@ import asyncio
 import datetime
 import ipaddress
 import logging
+import os
 import ssl
 from pathlib import Path
 
@@ -63,6 +64,17 @@ def test_a_usable_pair_is_reused_and_a_broken_one_replaced(tmp_path: Path) -> No
     _init(tmp_path)
     assert Path(first.cert_file).read_bytes() != original
     assert tls.usable_cert_and_key(first.cert_file, first.key_file) is None
+
+
+def test_a_failed_write_of_the_serving_pair_is_a_tls_error_leaving_no_stray_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def disk_full(source: str, target: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    with pytest.raises(TLSConfigError, match="unable to write self signed cert"):
+        _init(tmp_path / "pki")
+    assert list((tmp_path / "pki").iterdir()) == []
 
 
 def test_expired_pair_is_regenerated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
