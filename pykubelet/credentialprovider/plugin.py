@@ -20,7 +20,15 @@ provider's ``defaultCacheDuration``; zero means not cached. Concurrent
 lookups of one image run the plugin once. A plugin that fails, prints
 garbage or runs past ``EXEC_TIMEOUT`` (upstream's catch-all minute) is killed
 and logged, and the pull goes on without its credentials: it only ever holds
-up the pulls that wait for it.
+up the pulls that wait for it. Expired answers that are not asked for again are
+dropped by a purge that a lookup runs once ``CACHE_PURGE_INTERVAL`` has passed
+since the last one, as upstream's ``getCachedCredentials`` does.
+
+A provider's ``tokenAttributes`` (a service account token for the plugin) is
+validated as upstream does when ``KubeletServiceAccountTokenForCredentialProviders``
+is on, and refused with upstream's words when it is off. pykubelet does not
+request those tokens, so a provider that asks for one is then refused all the
+same, naming that: it would otherwise run without the token it was set up for.
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pykubelet.api.validation import qualified_name_errors
 from pykubelet.api.yamlsafe import DocumentError, load_document
+from pykubelet.config.features import KNOWN_FEATURES
 from pykubelet.config.units import Duration
 from pykubelet.credentialprovider.keyring import (
     AuthConfig,
@@ -45,6 +55,7 @@ from pykubelet.credentialprovider.keyring import (
     urls_match,
 )
 from pykubelet.util import klog
+from pykubelet.util.gotext import go_quote
 
 CONFIG_GROUP = "kubelet.config.k8s.io"
 CONFIG_VERSIONS = ("v1", "v1beta1", "v1alpha1")
@@ -61,6 +72,10 @@ _GLOBAL_CACHE_KEY = "global"
 CONFIG_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 # Upstream's catch-all for one plugin run, retries inside the plugin included.
 EXEC_TIMEOUT = 60.0
+# How often a lookup drops the expired answers of every key (upstream cachePurgeInterval).
+CACHE_PURGE_INTERVAL = 15 * 60.0
+SA_TOKEN_GATE = "KubeletServiceAccountTokenForCredentialProviders"
+TOKEN_CACHE_TYPES = ("ServiceAccount", "Token")
 
 
 class CredentialProviderConfigError(ValueError):
@@ -130,8 +145,9 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def validate_providers(raw: Sequence[dict[str, Any]]) -> list[str]:
-    """Upstream ``validateCredentialProviderConfig``'s errors, in its words and order."""
+def validate_providers(raw: Sequence[dict[str, Any]], *, sa_tokens: bool) -> list[str]:
+    """Upstream ``validateCredentialProviderConfig``'s errors, in its words and order;
+    ``sa_tokens``: whether ``KubeletServiceAccountTokenForCredentialProviders`` is on."""
     errors: list[str] = []
     if not raw:
         errors.append("providers: Required value: at least 1 item in plugins is required")
@@ -177,10 +193,66 @@ def validate_providers(raw: Sequence[dict[str, Any]]) -> list[str]:
                 if parsed.nanoseconds < 0:
                     errors.append(f"providers.defaultCacheDuration: Invalid value: "
                                   f"{_quote(str(duration))}: must be greater than or equal to 0")
-        if provider.get("tokenAttributes") is not None:
-            errors.append("providers.tokenAttributes: Forbidden: tokenAttributes is not "
-                          "supported when KubeletServiceAccountTokenForCredentialProviders "
-                          "feature gate is disabled")
+        attributes = provider.get("tokenAttributes")
+        if attributes is not None:
+            errors.extend(_token_attribute_errors(attributes, api_version,
+                                                  sa_tokens=sa_tokens))
+    return errors
+
+
+def _token_attribute_errors(attributes: Any, api_version: str, *, sa_tokens: bool
+                            ) -> list[str]:
+    """Upstream's checks of one provider's ``tokenAttributes``, in its order."""
+    path = "providers.tokenAttributes"
+    errors: list[str] = []
+    if not sa_tokens:
+        errors.append(f"{path}: Forbidden: tokenAttributes is not supported when "
+                      f"{SA_TOKEN_GATE} feature gate is disabled")
+    if not isinstance(attributes, dict):
+        return [*errors, f"{path}: expected an object"]
+    if not attributes.get("serviceAccountTokenAudience"):
+        errors.append(f"{path}.serviceAccountTokenAudience: Required value")
+    require = attributes.get("requireServiceAccount")
+    if require is None:
+        errors.append(f"{path}.requireServiceAccount: Required value")
+    if api_version != PLUGIN_API_VERSIONS[0]:
+        errors.append(f"{path}: Forbidden: tokenAttributes is only supported for "
+                      f"{PLUGIN_API_VERSIONS[0]} API version")
+    required = _strings(attributes.get("requiredServiceAccountAnnotationKeys"),
+                        f"{path}.requiredServiceAccountAnnotationKeys")
+    optional = _strings(attributes.get("optionalServiceAccountAnnotationKeys"),
+                        f"{path}.optionalServiceAccountAnnotationKeys")
+    if require is False and required:
+        errors.append(f"{path}.requiredServiceAccountAnnotationKeys: Forbidden: "
+                      f"requireServiceAccount cannot be false when "
+                      f"requiredServiceAccountAnnotationKeys is set")
+    for field_name, keys in (("requiredServiceAccountAnnotationKeys", required),
+                             ("optionalServiceAccountAnnotationKeys", optional)):
+        seen: set[str] = set()
+        for key in keys:
+            errors.extend(f"{path}.{field_name}: Invalid value: {_quote(key)}: {problem}"
+                          for problem in qualified_name_errors(key.lower()))
+            if key in seen:
+                errors.append(f"{path}.{field_name}: Duplicate value: {_quote(key)}")
+            seen.add(key)
+    both = sorted(set(required) & set(optional))
+    if both:
+        listed = ", ".join(go_quote(key) for key in both)  # Go's %#v of a []string
+        errors.append(f"{path}: Invalid value: []string{{{listed}}}: annotation keys cannot "
+                      f"be both required and optional")
+    cache_type = attributes.get("cacheType") or ""
+    if not cache_type:
+        errors.append(f"{path}.cacheType: Required value: cacheType is required to be set "
+                      f"when tokenAttributes is specified. Supported values are: "
+                      f"{', '.join(TOKEN_CACHE_TYPES)}")
+    elif cache_type not in TOKEN_CACHE_TYPES:
+        supported = ", ".join(_quote(v) for v in TOKEN_CACHE_TYPES)
+        errors.append(f"{path}.cacheType: Unsupported value: {_quote(cache_type)}: "
+                      f"supported values: {supported}")
+    if not errors:
+        # A valid request for tokens that this kubelet would never send.
+        errors.append(f"{path}: Forbidden: pykubelet does not request service account "
+                      f"tokens for credential provider plugins")
     return errors
 
 
@@ -198,8 +270,16 @@ def _provider(raw: dict[str, Any]) -> ProviderConfig:
         env=tuple(env))
 
 
-def read_config(path: str | Path) -> list[ProviderConfig]:
-    """The validated providers of the config at ``path`` (a file or a directory)."""
+def gate_default() -> bool:
+    """``KubeletServiceAccountTokenForCredentialProviders`` as the gate table sets it when
+    no ``--feature-gates`` flips it."""
+    return KNOWN_FEATURES[SA_TOKEN_GATE].default
+
+
+def read_config(path: str | Path, *, sa_tokens: bool | None = None) -> list[ProviderConfig]:
+    """The validated providers of the config at ``path`` (a file or a directory);
+    ``sa_tokens`` is the kubelet's ``KubeletServiceAccountTokenForCredentialProviders``
+    (None: the gate's default)."""
     if not str(path):
         raise CredentialProviderConfigError("credential provider config path is empty")
     raw: list[dict[str, Any]] = []
@@ -216,7 +296,8 @@ def read_config(path: str | Path) -> list[ProviderConfig]:
                     f'duplicate provider name "{name}" found in configuration file(s)')
             names.add(name)
             raw.append(provider)
-    errors = validate_providers(raw)
+    errors = validate_providers(raw, sa_tokens=gate_default() if sa_tokens is None
+                                else sa_tokens)
     if errors:
         joined = errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
         raise CredentialProviderConfigError(
@@ -331,6 +412,8 @@ class PluginProvider:
     clock: Callable[[], float] = time.monotonic  # tests only: an injected clock
     _cache: dict[str, _CacheEntry] = field(default_factory=dict)
     _in_flight: dict[str, asyncio.Future[PluginResponse]] = field(default_factory=dict)
+    # None: no purge yet, so the first lookup runs one (upstream's zero time).
+    _last_purge: float | None = None
 
     @property
     def name(self) -> str:
@@ -339,8 +422,23 @@ class PluginProvider:
     def matches(self, image: str) -> bool:
         return any(urls_match(pattern, image) for pattern in self.plugin.provider.match_images)
 
+    def _purge_expired(self, now: float) -> None:
+        """Drop every expired answer, at most once per ``CACHE_PURGE_INTERVAL``: a key
+        nobody looks up again (a registry left, an image no pod uses) would otherwise
+        stay for the kubelet's life."""
+        if self._last_purge is not None and now - self._last_purge <= CACHE_PURGE_INTERVAL:
+            return
+        self._last_purge = now
+        for key in [k for k, entry in self._cache.items() if entry.expires_at <= now]:
+            del self._cache[key]
+
+    def cached_keys(self) -> list[str]:  # tests only
+        """The cache keys held now, expired or not (what the purge bounds)."""
+        return list(self._cache)
+
     def _cached(self, image: str) -> tuple[tuple[str, AuthConfig], ...] | None:
         now = self.clock()
+        self._purge_expired(now)
         for key in (image, _registry_of(image), _GLOBAL_CACHE_KEY):
             entry = self._cache.get(key)
             if entry is None:
@@ -410,13 +508,17 @@ class PluginKeyring:
         return keyring.lookup(image)
 
 
-def register_plugins(config_path: str, bin_dir: str) -> PluginKeyring:
+def register_plugins(config_path: str, bin_dir: str, *, sa_tokens: bool | None = None
+                     ) -> PluginKeyring:
     """Upstream ``RegisterCredentialProviderPlugins``: the config read and validated, the bin
-    directory and each provider's executable checked; ``CredentialProviderConfigError``."""
+    directory and each provider's executable checked; ``CredentialProviderConfigError``.
+
+    ``sa_tokens``: the kubelet's ``KubeletServiceAccountTokenForCredentialProviders``
+    gate; None reads the gate table's default (a caller without the kubelet's gates)."""
     bin_path = Path(bin_dir)
     if not bin_dir or not bin_path.exists():
         raise CredentialProviderConfigError(f"plugin binary directory {bin_dir} did not exist")
-    providers = read_config(config_path)
+    providers = read_config(config_path, sa_tokens=sa_tokens)
     plugins = []
     for provider in providers:
         plugin = ExecPlugin(provider, bin_path)

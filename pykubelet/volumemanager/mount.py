@@ -14,11 +14,34 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+from collections.abc import Sequence
 
 MNT_DETACH = 2
 MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_SYNCHRONOUS = 16
 MS_REMOUNT = 32
+MS_MANDLOCK = 64
+MS_DIRSYNC = 128
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
 MS_BIND = 4096
+MS_RELATIME = 1 << 21
+MS_STRICTATIME = 1 << 24
+MS_LAZYTIME = 1 << 25
+# The options a bind mount takes, as mount(8) turns them into flags: a bind mount
+# carries only per-mount flags, so these are all it can apply. The options that clear
+# a flag (rw, exec, ...) and the no-ops are known too, so they are not reported.
+BIND_MOUNT_FLAGS = {
+    "ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
+    "sync": MS_SYNCHRONOUS, "mand": MS_MANDLOCK, "dirsync": MS_DIRSYNC,
+    "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME, "lazytime": MS_LAZYTIME,
+    **dict.fromkeys(("rw", "suid", "dev", "exec", "async", "nomand", "atime", "diratime",
+                     "norelatime", "nostrictatime", "nolazytime", "defaults", "bind"), 0),
+}
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -35,20 +58,37 @@ def mount_tmpfs(target: str, size_bytes: int | None = None) -> None:
                                 f"{os.strerror(errno)}")
 
 
-def bind_mount(source: str, target: str, *, read_only: bool = False) -> None:
+def bind_flags(options: Sequence[str]) -> tuple[int, list[str]]:
+    """The mount flags of ``options`` for a bind mount, and the options it cannot take
+    (a file system's own, such as ``nfsvers=4``: the kernel ignores them on a bind)."""
+    flags, unusable = 0, []
+    for option in options:
+        flag = BIND_MOUNT_FLAGS.get(option)
+        if flag is None:
+            unusable.append(option)
+        else:
+            flags |= flag
+    return flags, unusable
+
+
+def bind_mount(source: str, target: str, *, read_only: bool = False,
+               options: Sequence[str] = ()) -> None:
     """``mount --bind source target`` (not recursive, as upstream's subPath mounts).
 
-    ``read_only``: ``-o bind,ro``; the kernel takes the flag only on a remount of the
-    bind, so it is a second call, and the bind is undone if that one fails.
+    ``read_only`` and ``options`` (``-o bind,ro,noexec``, see ``bind_flags``): the
+    kernel takes flags only on a remount of the bind, so that is a second call, made
+    when there are flags, and the bind is undone if it fails.
     """
     if _libc.mount(os.fsencode(source), os.fsencode(target), None, MS_BIND, None) != 0:
         errno = ctypes.get_errno()
         raise MountError(errno, f"mount --bind {source} {target}: {os.strerror(errno)}")
-    if read_only and _libc.mount(None, os.fsencode(target), None,
-                                 MS_REMOUNT | MS_BIND | MS_RDONLY, None) != 0:
+    flags = bind_flags(options)[0] | (MS_RDONLY if read_only else 0)
+    if flags and _libc.mount(None, os.fsencode(target), None,
+                             MS_REMOUNT | MS_BIND | flags, None) != 0:
         errno = ctypes.get_errno()
         unmount(target)
-        raise MountError(errno, f"mount -o remount,bind,ro {target}: {os.strerror(errno)}")
+        spelled = ",".join(["remount", "bind", *(["ro"] if read_only else []), *options])
+        raise MountError(errno, f"mount -o {spelled} {target}: {os.strerror(errno)}")
 
 
 def unmount(target: str) -> None:
@@ -94,5 +134,5 @@ def is_mount_point(path: str) -> bool:
     return os.path.realpath(path) in mount_points_under(path)
 
 
-__all__ = ["MountError", "bind_mount", "is_mount_point", "mount_points_under", "mount_tmpfs",
-           "unmount"]
+__all__ = ["BIND_MOUNT_FLAGS", "MountError", "bind_flags", "bind_mount", "is_mount_point",
+           "mount_points_under", "mount_tmpfs", "unmount"]

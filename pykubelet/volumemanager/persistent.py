@@ -33,7 +33,19 @@ Upstream does this in two steps, and so does pykubelet, with upstream's messages
   pod's claim source says ``readOnly``), and the pod's ``fsGroup`` applied on
   that first mount unless read-only; a ``hostPath`` PV is its path after the
   ``type`` check, as a hostPath volume. Other sources, and ``Block`` volumes,
-  are refused with a message naming what pykubelet cannot do.
+  are refused with a message naming what pykubelet cannot do: upstream's
+  processing error for a volume no plugin can map, which the volume manager
+  reports as its ``FailedMount`` Warning (``Unable to attach or mount
+  volumes: ...``) on every sync while the pod waits in ``ContainerCreating``.
+- mount options (upstream ``MountOptionFromSpec`` in ``pkg/volume/util``): the
+  PV's ``volume.beta.kubernetes.io/mount-options`` annotation (comma-separated)
+  if it has one, else its ``spec.mountOptions``. The local plugin takes them
+  (upstream's ``SupportsMountOption`` is true there): they are the flags of
+  its bind mount, and those a bind mount cannot take (a file system's own) are
+  logged. The hostPath plugin takes none, so a hostPath PV with options is not
+  set up (``MountVolume.MountOptionSupport check failed for volume "<PV>" :
+  Mount options are not supported for this volume type``, upstream's
+  ``checkMountOptionSupport``) and the pod waits, as upstream's does.
 
 The PV's data are never the pod's: teardown unmounts the bind mount and
 removes the mount point only when it is empty (upstream ``CleanupMountPoint``);
@@ -52,7 +64,7 @@ from kubernetes_asyncio.client import V1Pod, V1Volume
 
 from pykubelet.api.nodeaffinity import node_selector_matches, selector_terms
 from pykubelet.util import klog
-from pykubelet.volumemanager.mount import MountError, bind_mount, is_mount_point
+from pykubelet.volumemanager.mount import MountError, bind_flags, bind_mount, is_mount_point
 from pykubelet.volumemanager.plugins import (
     HOST_PATH,
     SetUpResult,
@@ -77,6 +89,10 @@ _NOT_SOURCES = frozenset({
 # The PV sources pykubelet mounts, and the plugin directory each one uses.
 PLUGIN_BY_PV_SOURCE = {"local": LOCAL_VOLUME, "hostPath": HOST_PATH}
 LOCAL_DIR_MODE = 0o750
+# Upstream's beta annotation, read before spec.mountOptions (v1.MountOptionAnnotation).
+MOUNT_OPTIONS_ANNOTATION = "volume.beta.kubernetes.io/mount-options"
+# The PV plugins that take mount options (upstream's SupportsMountOption).
+MOUNT_OPTION_PLUGINS = frozenset({LOCAL_VOLUME})
 
 
 class ClaimNotReady(VolumeError):
@@ -95,6 +111,12 @@ class NodeAffinityError(VolumeError):
     operation = "MountVolume.NodeAffinity check"
 
 
+class MountOptionError(VolumeError):
+    """The PV names mount options its plugin cannot apply."""
+
+    operation = "MountVolume.MountOptionSupport check"
+
+
 @dataclass(frozen=True)
 class BoundVolume:
     """A pod's claim and the PersistentVolume bound to it."""
@@ -104,6 +126,7 @@ class BoundVolume:
     pv_name: str
     spec: Mapping[str, Any]   # the PV's spec, as the API server sent it
     read_only: bool           # the pod's claim source says readOnly
+    mount_options: tuple[str, ...] = ()  # the PV's, as ``mount_options`` reads them
 
     @property
     def plugin(self) -> str:
@@ -114,6 +137,17 @@ def pv_source_type(spec: Mapping[str, Any]) -> str:
     """The API name of a PV's source (``local``, ``nfs``...)."""
     return next((key for key, value in spec.items()
                  if key not in _NOT_SOURCES and value is not None), "none")
+
+
+def mount_options(pv: Mapping[str, Any]) -> tuple[str, ...]:
+    """The PV's mount options: its annotation's if it has one, else its spec's
+    (upstream ``MountOptionFromSpec``, without the plugin's own options)."""
+    annotations = (pv.get("metadata") or {}).get("annotations") or {}
+    if MOUNT_OPTIONS_ANNOTATION in annotations:
+        listed = str(annotations[MOUNT_OPTIONS_ANNOTATION]).split(",")
+    else:
+        listed = [str(o) for o in (pv.get("spec") or {}).get("mountOptions") or []]
+    return tuple(dict.fromkeys(listed))
 
 
 def _volume_uses(pod: V1Pod, name: str) -> tuple[bool, bool]:
@@ -179,9 +213,12 @@ async def resolve_claim(pod: V1Pod, volume: V1Volume,
         raise ClaimNotReady(f"volume {volume.name} has volumeMode {mode}, but is specified "
                             f"in volumeDevices")
     if mode != FILESYSTEM:
-        raise ClaimNotReady(f'volume {volume.name} has volumeMode {mode}: PersistentVolume '
-                            f'"{pv_name}" would be a raw block device, which pykubelet cannot '
-                            f"map into containers")
+        # Upstream's words when no plugin can map the volume (the desired state's
+        # AddPodToVolume), then why.
+        raise ClaimNotReady(f'failed to get Plugin from volumeSpec for volume "{pv_name}" '
+                            f"err=no volume plugin matched: volume {volume.name} has "
+                            f"volumeMode {mode}, and pykubelet maps no raw block devices "
+                            f"into containers")
     kind = pv_source_type(spec)
     if kind not in PLUGIN_BY_PV_SOURCE:
         raise ClaimNotReady(f'failed to get Plugin from volumeSpec for volume "{pv_name}" '
@@ -190,7 +227,8 @@ async def resolve_claim(pod: V1Pod, volume: V1Volume,
     klog.v(5).info("Found bound PV for PVC", PVC=f"{namespace}/{claim_name}",
                    PVCUID=claim_uid, PVName=pv_name)
     return BoundVolume(namespace=namespace, claim_name=claim_name, pv_name=pv_name,
-                       spec=spec, read_only=bool(source.read_only))
+                       spec=spec, read_only=bool(source.read_only),
+                       mount_options=mount_options(pv))
 
 
 def check_node_affinity(bound: BoundVolume, sources: VolumeSources | None) -> None:
@@ -212,6 +250,8 @@ def check_node_affinity(bound: BoundVolume, sources: VolumeSources | None) -> No
 def set_up_persistent_volume(pod: V1Pod, bound: BoundVolume, path: str) -> SetUpResult:
     """Mount ``bound`` for ``pod`` (blocking: run it in a thread); ``path`` is its directory
     under the pod, ``<pod>/volumes/<plugin>/<PV name>``."""
+    if bound.mount_options and bound.plugin not in MOUNT_OPTION_PLUGINS:
+        raise MountOptionError("Mount options are not supported for this volume type")
     if bound.plugin == HOST_PATH:
         host_path = bound.spec.get("hostPath") or {}
         path_on_host = host_path.get("path") or ""
@@ -246,8 +286,12 @@ def _set_up_local(pod: V1Pod, bound: BoundVolume, target: str) -> None:
     if is_mount_point(target):
         return  # mounted by an earlier sync, or by this kubelet before a restart
     os.makedirs(target, mode=LOCAL_DIR_MODE, exist_ok=True)
+    unusable = bind_flags(bound.mount_options)[1]
+    if unusable:
+        klog.info("Mount options a bind mount cannot take are not applied", pv=bound.pv_name,
+                  options=",".join(unusable))
     try:
-        bind_mount(source, target, read_only=bound.read_only)
+        bind_mount(source, target, read_only=bound.read_only, options=bound.mount_options)
     except MountError as err:
         # Only the empty mount point: nothing under it was ever the pod's to delete.
         try:
@@ -257,7 +301,8 @@ def _set_up_local(pod: V1Pod, bound: BoundVolume, target: str) -> None:
                        path=target)
         raise VolumeError(f"mount failed: {err}") from err
     klog.v(3).info("Bind-mounted a local PersistentVolume", pv=bound.pv_name, source=source,
-                   target=target, readOnly=bound.read_only)
+                   target=target, readOnly=bound.read_only,
+                   options=",".join(bound.mount_options))
     fs_group, policy = _fs_group(pod)
     if fs_group is not None and not bound.read_only and \
             not (policy == ON_ROOT_MISMATCH and _root_matches(target, fs_group)):
@@ -279,6 +324,7 @@ def _root_matches(path: str, fs_group: int) -> bool:
     return info.st_gid == fs_group and (info.st_mode & wanted) == wanted
 
 
-__all__ = ["LOCAL_VOLUME", "MOUNT_POINT_PLUGINS", "BoundVolume", "ClaimNotReady",
-           "MounterError", "NodeAffinityError", "check_node_affinity", "pv_source_type",
-           "resolve_claim", "set_up_persistent_volume"]
+__all__ = ["LOCAL_VOLUME", "MOUNT_OPTIONS_ANNOTATION", "MOUNT_POINT_PLUGINS", "BoundVolume",
+           "ClaimNotReady", "MountOptionError", "MounterError", "NodeAffinityError",
+           "check_node_affinity", "mount_options", "pv_source_type", "resolve_claim",
+           "set_up_persistent_volume"]

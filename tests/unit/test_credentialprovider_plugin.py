@@ -154,6 +154,69 @@ def test_registration_checks_the_bin_dir_and_each_executable(tmp_path: Path) -> 
         register_plugins(str(config), str(bin_dir))
 
 
+TOKEN_ATTRIBUTES = {"serviceAccountTokenAudience": "registry.example.com",
+                    "requireServiceAccount": True, "cacheType": "ServiceAccount"}
+
+
+def test_token_attributes_are_refused_as_gated_only_when_the_gate_is_off(
+        tmp_path: Path) -> None:
+    """The gate is beta and on by default in v1.35: the config is not refused as
+    'feature gate is disabled' unless the kubelet's gates turn it off."""
+    path = write_config(tmp_path / "config.json",
+                        [provider(tokenAttributes=TOKEN_ATTRIBUTES)])
+    gated = ("providers.tokenAttributes: Forbidden: tokenAttributes is not supported when "
+             "KubeletServiceAccountTokenForCredentialProviders feature gate is disabled")
+    with pytest.raises(CredentialProviderConfigError) as off:
+        read_config(path, sa_tokens=False)
+    assert gated in str(off.value)
+    for sa_tokens in (True, None):  # on, and the gate table's default
+        with pytest.raises(CredentialProviderConfigError) as on:
+            read_config(path, sa_tokens=sa_tokens)
+        assert "feature gate is disabled" not in str(on.value)
+        # Valid for upstream; refused because pykubelet would send the plugin no token.
+        assert str(on.value).endswith(
+            "providers.tokenAttributes: Forbidden: pykubelet does not request service "
+            "account tokens for credential provider plugins")
+
+
+@pytest.mark.parametrize(("attributes", "api_version", "message"), [
+    ({**TOKEN_ATTRIBUTES, "serviceAccountTokenAudience": ""}, V1,
+     "providers.tokenAttributes.serviceAccountTokenAudience: Required value"),
+    ({k: v for k, v in TOKEN_ATTRIBUTES.items() if k != "requireServiceAccount"}, V1,
+     "providers.tokenAttributes.requireServiceAccount: Required value"),
+    (TOKEN_ATTRIBUTES, "credentialprovider.kubelet.k8s.io/v1beta1",
+     "providers.tokenAttributes: Forbidden: tokenAttributes is only supported for "
+     "credentialprovider.kubelet.k8s.io/v1 API version"),
+    ({**TOKEN_ATTRIBUTES, "requireServiceAccount": False,
+      "requiredServiceAccountAnnotationKeys": ["example.com/role"]}, V1,
+     "providers.tokenAttributes.requiredServiceAccountAnnotationKeys: Forbidden: "
+     "requireServiceAccount cannot be false when requiredServiceAccountAnnotationKeys is set"),
+    ({**TOKEN_ATTRIBUTES, "requiredServiceAccountAnnotationKeys": ["a", "a"]}, V1,
+     'providers.tokenAttributes.requiredServiceAccountAnnotationKeys: Duplicate value: "a"'),
+    ({**TOKEN_ATTRIBUTES, "requiredServiceAccountAnnotationKeys": ["a", "b"],
+      "optionalServiceAccountAnnotationKeys": ["b", "a"]}, V1,
+     'providers.tokenAttributes: Invalid value: []string{"a", "b"}: annotation keys cannot '
+     "be both required and optional"),
+    ({**TOKEN_ATTRIBUTES, "optionalServiceAccountAnnotationKeys": ["-bad-"]}, V1,
+     'providers.tokenAttributes.optionalServiceAccountAnnotationKeys: Invalid value: '
+     '"-bad-": '),
+    ({**TOKEN_ATTRIBUTES, "cacheType": ""}, V1,
+     "providers.tokenAttributes.cacheType: Required value: cacheType is required to be set "
+     "when tokenAttributes is specified. Supported values are: ServiceAccount, Token"),
+    ({**TOKEN_ATTRIBUTES, "cacheType": "Pod"}, V1,
+     'providers.tokenAttributes.cacheType: Unsupported value: "Pod": supported values: '
+     '"ServiceAccount", "Token"'),
+])
+def test_token_attributes_are_validated_as_upstream_does_with_the_gate_on(
+        tmp_path: Path, attributes: dict[str, Any], api_version: str, message: str) -> None:
+    path = write_config(tmp_path / "config.json",
+                        [provider(apiVersion=api_version, tokenAttributes=attributes)])
+    with pytest.raises(CredentialProviderConfigError) as raised:
+        read_config(path, sa_tokens=True)
+    assert message in str(raised.value)
+    assert "pykubelet does not request" not in str(raised.value)
+
+
 def make_provider(tmp_path: Path, clock: Clock, env: dict[str, str] | None = None, *,
                   timeout: float = 10.0) -> PluginProvider:
     bin_dir = tmp_path / "bin"
@@ -283,3 +346,20 @@ async def test_the_plugins_are_asked_after_the_pull_secrets() -> None:
     assert pulled.ref == "sha256:pulled"
     assert images.tried == ["from-secret", "from-plugin"]
     assert plugins.asked == ["registry.example.com/app"]
+
+
+async def test_expired_answers_nobody_asks_for_again_are_purged_every_15_minutes(
+        tmp_path: Path) -> None:
+    clock = Clock()
+    provider = make_provider(tmp_path, clock)
+    for image in ("eu.example.com/a", "eu.example.com/b", "eu.example.com/c"):
+        await lookup(provider, image)
+    # Expired (the default duration is a minute), but no purge is due yet: the lookup of
+    # another image leaves them.
+    clock.now += 14 * 60
+    await lookup(provider, "eu.example.com/d")
+    assert len(provider.cached_keys()) == 4
+    # Past 15 minutes since the first lookup's purge: the next lookup drops them all.
+    clock.now += 2 * 60
+    await lookup(provider, "eu.example.com/d")
+    assert provider.cached_keys() == ["eu.example.com/d"]

@@ -4,6 +4,7 @@ PVs mounted, and a PV's files never deleted by a teardown."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,12 @@ from pykubelet.kubelet.node_info import LocalNode, NodeView
 from pykubelet.kubelet.volume_host import PersistentVolumeReader, VolumeHost
 from pykubelet.volumemanager import FAILED_MOUNT, VolumeManager, VolumeMountError
 from pykubelet.volumemanager.mount import is_mount_point
-from pykubelet.volumemanager.persistent import ClaimNotReady, resolve_claim
+from pykubelet.volumemanager.persistent import (
+    MOUNT_OPTIONS_ANNOTATION,
+    ClaimNotReady,
+    mount_options,
+    resolve_claim,
+)
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="bind mounts need root")
 NS = "ns"
@@ -159,12 +165,83 @@ async def test_unsupported_volume_sources_and_modes_are_named(tmp_path: Path) ->
     api.bind("blk", "pv-blk", {"local": {"path": "/dev/sdb"}}, volumeMode="Block")
     assert await resolve_error(api, pod("u", "blk")) == (
         "volume data has volumeMode Block, but is specified in volumeMounts")
-    assert "which pykubelet cannot map" in await resolve_error(api, pod("u", "blk",
-                                                                        devices=True))
+    assert await resolve_error(api, pod("u", "blk", devices=True)) == (
+        'failed to get Plugin from volumeSpec for volume "pv-blk" err=no volume plugin '
+        "matched: volume data has volumeMode Block, and pykubelet maps no raw block devices "
+        "into containers")
     api.add_claim("fs")
     api.bind("fs", "pv-fs", {"local": {"path": str(tmp_path)}})
     assert await resolve_error(api, pod("u", "fs", devices=True)) == (
         "volume data has volumeMode Filesystem, but is specified in volumeDevices")
+
+
+async def test_a_block_pv_leaves_the_pod_waiting_with_a_warning_naming_it_every_sync(
+        tmp_path: Path) -> None:
+    """pykubelet maps no raw block devices: the pod is not started without its device,
+    and every sync says why (the PV and the pod's volume), as upstream's populator does
+    for a volume no plugin can map."""
+    api, recorder = Api(), Recorder()
+    volumes = VolumeManager(RootDirs(str(tmp_path)), recorder, host(api))
+    api.add_claim("blk")
+    api.bind("blk", "pv-blk", {"local": {"path": "/dev/sdb"}}, volumeMode="Block")
+    p = pod("u1", "blk", devices=True)
+    for _ in range(2):
+        with pytest.raises(VolumeMountError):
+            await volumes.wait_for_attach_and_mount(p)
+    expected = ("Unable to attach or mount volumes: unmounted volumes=[data], unattached "
+                "volumes=[], failed to process volumes=[data]: failed to get Plugin from "
+                'volumeSpec for volume "pv-blk" err=no volume plugin matched: volume data has '
+                "volumeMode Block, and pykubelet maps no raw block devices into containers")
+    assert recorder.events == [("Warning", FAILED_MOUNT, expected)] * 2
+
+
+async def test_a_local_filesystem_pv_on_a_block_device_is_refused_naming_the_pv(
+        tmp_path: Path) -> None:
+    device = tmp_path / "sdb"
+    try:
+        os.mknod(device, 0o600 | stat.S_IFBLK, os.makedev(7, 250))
+    except PermissionError:
+        pytest.skip("making a block device node needs CAP_MKNOD")
+    api, recorder = Api(), Recorder()
+    volumes = VolumeManager(RootDirs(str(tmp_path / "root")), recorder, host(api))
+    api.add_claim("data-0")
+    api.bind("data-0", "pv-disk", {"local": {"path": str(device)}})
+    with pytest.raises(VolumeMountError):
+        await volumes.wait_for_attach_and_mount(pod("u1", "data-0"))
+    assert recorder.events == [(
+        "Warning", FAILED_MOUNT,
+        f'MountVolume.NewMounter initialization failed for volume "pv-disk" : {device} is a '
+        "block device: pykubelet mounts only local PersistentVolumes that are directories")]
+
+
+async def test_a_hostpath_pv_with_mount_options_is_refused_as_upstream_does(
+        tmp_path: Path) -> None:
+    api, recorder = Api(), Recorder()
+    volumes = VolumeManager(RootDirs(str(tmp_path / "root")), recorder, host(api))
+    data = tmp_path / "pv-data"
+    api.add_claim("data-0")
+    api.bind("data-0", "pv-a", {"hostPath": {"path": str(data), "type": "DirectoryOrCreate"}},
+             mountOptions=["noexec"])
+    with pytest.raises(VolumeMountError):
+        await volumes.wait_for_attach_and_mount(pod("u1", "data-0"))
+    assert recorder.events == [("Warning", FAILED_MOUNT,
+                                'MountVolume.MountOptionSupport check failed for volume '
+                                '"pv-a" : Mount options are not supported for this volume '
+                                "type")]
+    assert not data.exists()
+    # Options dropped from the PV: the next sync mounts it.
+    del api.volumes["pv-a"]["spec"]["mountOptions"]
+    await volumes.wait_for_attach_and_mount(pod("u1", "data-0"))
+    assert data.is_dir()
+
+
+def test_a_pvs_mount_options_come_from_its_annotation_first() -> None:
+    spec = {"mountOptions": ["noexec", "nosuid", "noexec"]}
+    assert mount_options({"spec": spec}) == ("noexec", "nosuid")
+    annotated = {"metadata": {"annotations": {MOUNT_OPTIONS_ANNOTATION: "ro,nodev"}},
+                 "spec": spec}
+    assert mount_options(annotated) == ("ro", "nodev")
+    assert mount_options({"spec": {}}) == ()
 
 
 async def test_an_unbound_claim_blocks_the_pod_until_a_pv_binds_it(tmp_path: Path) -> None:
@@ -255,6 +332,32 @@ async def test_a_local_pv_is_bind_mounted_and_unmounted_with_its_data_kept(
     assert not point.exists() and not read_only_point.exists()
     assert not volumes.pod_has_mounts("u1")
     assert sorted(os.listdir(disk)) == ["new", "old"]
+
+
+@root_only
+async def test_a_local_pvs_mount_options_are_the_flags_of_its_mount(tmp_path: Path) -> None:
+    api, recorder = Api(), Recorder()
+    volumes = VolumeManager(RootDirs(str(tmp_path / "root")), recorder, host(api))
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    disk_flags = os.statvfs(disk).f_flag
+    api.add_claim("data-0")
+    # nfsvers is a file system's own option: a bind mount cannot take it (logged).
+    api.bind("data-0", "pv-a", {"local": {"path": str(disk)}},
+             mountOptions=["noexec", "nosuid", "nfsvers=4"])
+    await volumes.wait_for_attach_and_mount(pod("u1", "data-0"))
+    point = tmp_path / "root" / "pods" / "u1" / "volumes" / "kubernetes.io~local-volume" / "pv-a"
+    try:
+        assert is_mount_point(str(point)) and recorder.events == []
+        flags = os.statvfs(point).f_flag
+        assert flags & os.ST_NOEXEC and flags & os.ST_NOSUID
+        assert not flags & os.ST_RDONLY
+        (point / "written").write_text("still writable")
+        assert os.statvfs(disk).f_flag == disk_flags  # the PV's own directory: untouched
+    finally:
+        # A failed assertion must not leave the bind mount behind in pytest's tmp dirs.
+        volumes.tear_down_pod("u1")
+    assert not point.exists() and (disk / "written").exists()
 
 
 @root_only
