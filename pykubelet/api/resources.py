@@ -50,8 +50,13 @@ def is_extended_resource_name(name: str) -> bool:
 
 
 def _add(into: ResourceTotals, values: dict[str, Any]) -> None:
+    """Add a container's quantities (API strings or numbers) into ``into``."""
+    _sum_into(into, {name: parse_quantity(value) for name, value in values.items()})
+
+
+def _sum_into(into: ResourceTotals, values: ResourceTotals) -> None:
     for name, value in values.items():
-        into[name] = into.get(name, Fraction(0)) + parse_quantity(value)
+        into[name] = into.get(name, Fraction(0)) + value
 
 
 def _max_into(into: ResourceTotals, values: ResourceTotals) -> None:
@@ -74,13 +79,13 @@ def _aggregate(pod: V1Pod, per_container: Callable[[V1Container], dict[str, Any]
         own: ResourceTotals = {}
         _add(own, per_container(container))
         if is_restartable_init_container(container):
-            _add(sidecars, dict(own))
-            _add(total, dict(own))
+            _sum_into(sidecars, own)
+            _sum_into(total, own)
             # A sidecar is running while the later init containers run.
-            _max_into(init_peak, dict(sidecars))
+            _max_into(init_peak, sidecars)
         else:
             running: ResourceTotals = dict(own)
-            _add(running, dict(sidecars))
+            _sum_into(running, sidecars)
             _max_into(init_peak, running)
     _max_into(total, init_peak)
     for name, value in (spec.overhead or {}).items():
