@@ -25,6 +25,12 @@ test kubelet's namespace it is a bind mount of a directory of its base
 (``device_plugin_dir``), so kubelets running side by side never meet each
 other's registration socket and the host's own directory stays as it was. A
 test's device plugin sees the same directory there (testsupport/device_plugin.py).
+
+A test may show its kubelet another machine's NUMA nodes (``write_numa_nodes`` and
+``numa_node_mounts`` in ``extra_mounts``): a directory laid out as
+``/sys/devices/system/node`` bound over it in the kubelet's namespace, so the
+kubelet reads the node of each CPU from there while the CPUs themselves stay the
+machine's own; the host's sysfs is not touched.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -69,6 +76,8 @@ TERM_EXITING_COMMAND = ("sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait")
 # Where kubelets serve the device plugins' Registration socket (kubelet.sock) and dial the
 # plugins' own sockets, whatever their root directory; each test kubelet has its own.
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+# Where a kubelet reads which NUMA node each CPU is on (``nodeN/cpulist``).
+SYS_NODE_DIR = Path("/sys/devices/system/node")
 
 
 def free_port() -> int:
@@ -113,6 +122,28 @@ def device_plugin_dir_mounts(host_dir: Path) -> list[str]:
     # Private too when /var/lib or /var is a mount of its own, so the bind stays in here.
     return [f"mkdir -p {target}",
             f'mount --make-private "$(findmnt -n -o TARGET --target {target})"',
+            f"mount --bind {shlex.quote(str(host_dir))} {target}"]
+
+
+def write_numa_nodes(directory: Path, cpulists: Sequence[str]) -> Path:
+    """``directory`` laid out as ``SYS_NODE_DIR`` for a machine with one NUMA node per entry
+    of ``cpulists`` (node N's CPUs in the kernel's list format, ``0-3,8``): ``nodeN/cpulist``,
+    any other node directory removed. Returns ``directory``, for ``numa_node_mounts``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("node*"):
+        shutil.rmtree(stale)
+    for node, cpus in enumerate(cpulists):
+        (directory / f"node{node}").mkdir(exist_ok=True)
+        (directory / f"node{node}" / "cpulist").write_text(f"{cpus}\n")
+    return directory
+
+
+def numa_node_mounts(host_dir: Path) -> list[str]:
+    """Shell lines for ``in_mount_namespace`` (a ``KubeletProcess.extra_mounts``) that make
+    ``host_dir`` (``write_numa_nodes``) the namespace's ``SYS_NODE_DIR``."""
+    target = shlex.quote(str(SYS_NODE_DIR))
+    # /sys is a mount of its own, shared on systemd hosts: private, so the bind stays in here.
+    return [f'mount --make-private "$(findmnt -n -o TARGET --target {target})"',
             f"mount --bind {shlex.quote(str(host_dir))} {target}"]
 
 

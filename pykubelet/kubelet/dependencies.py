@@ -59,6 +59,9 @@ class Dependencies:
     # and who may call it (``build_auth``); None when the server is off.
     tls_options: TLSOptions | None = None
     auth: KubeletAuth | None = None
+    # Where the machine's facts are read (its /sys and /proc): the CPUs, their NUMA
+    # nodes, memory, huge pages, the machine and boot ids.
+    host_root: str = "/"  # another directory: tests only
 
     @property
     def standalone(self) -> bool:

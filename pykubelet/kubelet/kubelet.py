@@ -5,10 +5,11 @@ Seeds 002 and 003 walk this file's upstream counterpart, ``pkg/kubelet/kubelet.g
 - ``new_main_kubelet`` (upstream ``NewMainKubelet``) constructs every module
   from the configuration and the ``Dependencies`` and wires their channels,
   starting nothing. It is a sequence of phases, each returning complete
-  modules: the machine, the cluster parts (``None`` standalone: the mode is
+  modules: the machine (its topology read once, for the CPU, device and
+  topology managers), the cluster parts (``None`` standalone: the mode is
   decided there, once), the runtime, the pods (the pod syncer first, the pod
-  workers around it), the resource managers, then the ``Kubelet`` that holds
-  them all.
+  workers around it), the resource managers, then the ``Kubelet``, which is
+  handed those parts whole.
 - ``Kubelet.run`` (upstream ``Kubelet.Run``) calls ``initialize_modules``,
   starts the long-running loops in upstream's order under the supervisor,
   then runs the sync loop (``sync_loop.py``: ``syncLoop``/``syncLoopIteration``).
@@ -44,6 +45,7 @@ from pykubelet.api.kubetypes import (
 from pykubelet.client.informer import ObjectInformer
 from pykubelet.cm import ContainerManager
 from pykubelet.cm.cpumanager import CPUManager, new_cpu_manager
+from pykubelet.cm.cpumanager.topology import CPUTopology, TopologyError
 from pykubelet.cm.cpumanager.topology import discover as discover_cpu_topology
 from pykubelet.cm.devicemanager import DeviceManager, cri_running_containers
 from pykubelet.cm.helpers import MILLI_CPU_PER_CPU
@@ -200,12 +202,24 @@ class LateModules:
 
 @dataclass(frozen=True)
 class MachineParts:
-    """The machine before any pod: its cgroups, what it has, and the Node as known here."""
+    """The machine before any pod: its cgroups, what it has, and the Node as known here.
+
+    The CPU, device and topology managers live here, not with the ``ResourceManagers``:
+    they are built from the machine's topology (read once, ``topology``), and modules
+    built before the pods need them whole: the Node's allocatable and the cluster parts'
+    device capacity read the device manager, every container's options read the CPU
+    manager's cpusets and the device manager's run options. The ``ResourceManagers``
+    (garbage collection, eviction, log rotation) need the runtime manager and the pod
+    workers, so they come last; grouping the three with them would mean building a
+    module in halves or assigning into it after it is built.
+    """
 
     container_manager: ContainerManager
     machine: MachineInfo
     resources: MachineResources
     node_view: NodeView
+    # The CPUs with their core, socket and NUMA node: what all three managers below see.
+    topology: CPUTopology
     # Exclusive CPUs (cpuManagerPolicy): each container's cpuset, its loop.
     cpu_manager: CPUManager
     # The resource-allocation admit handler (topologyManagerPolicy): NUMA hints from its
@@ -263,9 +277,11 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
     Each phase returns complete modules; a module built early that asks one built
     later reads it through ``LateModules``. The mode is decided once, here:
     ``cluster`` is the ``ClusterParts`` with an API server, ``None`` standalone.
-    The one call made is the runtime's version check, as upstream's runtime manager
-    makes it on construction: a kubelet whose runtime speaks another CRI version
-    must not be built at all.
+    The machine is read (under ``deps.host_root``): what it has, and its CPU topology
+    once, for the CPU, device and topology managers; one it cannot read stops the
+    kubelet (``MachineInfoError``). The one call made is the runtime's version check,
+    as upstream's runtime manager makes it on construction: a kubelet whose runtime
+    speaks another CRI version must not be built at all.
     """
     config, flags = server.config, server.flags
     metrics.set_node_name(node_name)
@@ -299,34 +315,32 @@ async def new_main_kubelet(server: KubeletServer, deps: Dependencies, pod_config
         KubeletOptions(node_name=node_name, root_dir=flags.root_dir,
                        pod_logs_dir=config.pod_logs_dir, host_ip=host_ip,
                        max_pods=config.max_pods, sync_frequency=seconds(config.sync_frequency)),
-        deps=deps, supervisor=Supervisor(), runtime=runtime.manager, cache=pods.cache,
-        pleg=pods.pleg, pod_manager=pods.pod_manager, status_manager=pods.status_manager,
-        runtime_state=runtime_state, probe_manager=pods.probe_manager,
-        pod_workers=pods.pod_workers, sources_ready=pod_config.sources_ready,
-        # The topology manager allocates before the predicates, as upstream's resource
-        # allocation handler does.
-        admit_handlers=[SysctlAllowlist.for_node(config.allowed_unsafe_sysctls or []),
-                        machine.topology_manager,
-                        # Allocatable raised to what pods already hold (a plugin away).
-                        PredicateAdmitHandler(
-                            lambda: machine.device_manager.sanitize_node_allocatable(
-                                machine.node_view.get_node_any_way()))],
-        pod_sync_loop_handlers=[pods.active_deadline],
-        sync_loop_monitor=SyncLoopMonitor(
-            threshold=max(2 * seconds(config.sync_frequency), 300.0)),
-        stats_provider=StatsProvider(deps.runtime_service, deps.image_service, node_name,
-                                     flags.root_dir, config.pod_logs_dir,
-                                     volume_stats=runtime.volume_manager.stats.volumes),
-        resources=resources, cpu_manager=machine.cpu_manager,
-        device_manager=machine.device_manager,
+        deps=deps, machine=machine, runtime=runtime, pods=pods, resources=resources,
+        cluster=cluster, runtime_state=runtime_state, sources_ready=pod_config.sources_ready,
+        admit_handlers=admit_handlers(server, machine),
         pod_resources=PodResourcesServer(
             Providers(pods=PodResourcesPods(pods.active_pods, pods.pod_manager),
                       devices=machine.device_manager, cpus=machine.cpu_manager),
             get_enabled=server.feature_gates().enabled("KubeletPodResourcesGet")),
-        volume_manager=runtime.volume_manager,
         # makeIPTablesUtilChains: the hint, canary and localnet firewall chains.
-        iptables_util_chains=IPTablesUtilChains() if config.make_iptables_util_chains else None,
-        cluster=cluster)
+        iptables_util_chains=IPTablesUtilChains() if config.make_iptables_util_chains else None)
+
+
+def admit_handlers(server: KubeletServer, machine: MachineParts) -> list[PodAdmitHandler]:
+    """What admission asks after the eviction manager (``Kubelet.can_admit_pod``), in
+    upstream's order: the sysctls, then the topology manager, which allocates before the
+    predicates as upstream's resource allocation handler does, then the predicates."""
+    return [SysctlAllowlist.for_node(server.config.allowed_unsafe_sysctls or []),
+            machine.topology_manager,
+            # Allocatable raised to what pods already hold (a plugin away).
+            PredicateAdmitHandler(
+                lambda: machine.device_manager.sanitize_node_allocatable(
+                    machine.node_view.get_node_any_way()))]
+
+
+class MachineInfoError(Exception):
+    """The machine's facts cannot be read: no kubelet is built (upstream's
+    ``NewMainKubelet`` fails when the machine info cannot be had)."""
 
 
 async def build_machine_parts(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
@@ -334,12 +348,23 @@ async def build_machine_parts(server: KubeletServer, deps: Dependencies, pod_con
                               late: LateModules) -> MachineParts:
     """The container manager first (every sandbox is placed in its pod cgroup), then what
     the node has and pods may use: the machine, less the container manager's reservation.
-    The node status reports it; admission reads it before the Node exists."""
+    The node status reports it; admission reads it before the Node exists.
+
+    The CPU topology is read once, here, and handed to the CPU, device and topology
+    managers, so that all three place containers on the same NUMA nodes.
+    """
     config, flags = server.config, server.flags
     container_manager = new_container_manager(
         server, active_pods=lambda: late.active_pods.get()())
     machine, node_resources = await read_node_resources(
-        server, container_manager.allocatable_reservation)
+        server, container_manager.allocatable_reservation, host_root=deps.host_root)
+    try:
+        topology = await asyncio.to_thread(discover_cpu_topology, deps.host_root)
+    except TopologyError as err:
+        raise MachineInfoError(
+            f"reading the machine's CPU topology under {deps.host_root}: {err}") from err
+    numa_nodes = topology.numa_nodes()
+    klog.info("Machine topology read", cpus=len(topology.cpus), numaNodes=numa_nodes)
     pods_limit = pods_capacity(config.max_pods, config.pods_per_core, machine.num_cores)
     # The NUMA affinity the topology manager chooses per container, read by its providers
     # as they allocate.
@@ -348,7 +373,7 @@ async def build_machine_parts(server: KubeletServer, deps: Dependencies, pod_con
     device_manager = DeviceManager(
         active_pods=lambda: late.active_pods.get()(), sources_ready=pod_config.sources_ready,
         running_containers=cri_running_containers(deps.runtime_service),
-        affinity=affinity.get_affinity)
+        affinity=affinity.get_affinity, numa_nodes=numa_nodes)
     node_view = NodeView(LocalNode(
         node_name, hostname=flags.hostname_override or None, node_labels=flags.node_labels,
         taints=config.register_with_taints,
@@ -365,18 +390,18 @@ async def build_machine_parts(server: KubeletServer, deps: Dependencies, pod_con
         reconcile_period=seconds(config.cpu_manager_reconcile_period),
         runtime_service=deps.runtime_service, active_pods=lambda: late.active_pods.get()(),
         pod_status=lambda uid: late.pod_cache.get().get(uid)[0],
-        sources_ready=pod_config.sources_ready, affinity=affinity)
+        sources_ready=pod_config.sources_ready, affinity=affinity, topology=topology)
     # memoryManagerPolicy None is upstream's none memory manager: no hints (a "don't
     # care" to every merge) and nothing allocated, so it adds no provider. Static is
     # accepted but not implemented; the start-up notice lists it.
     klog.info("Memory manager gives no topology hints", policy=config.memory_manager_policy)
     topology_manager = new_topology_manager(
         policy_name=config.topology_manager_policy, scope_name=config.topology_manager_scope,
-        numa_nodes=lambda: discover_cpu_topology().numa_nodes(),
+        numa_nodes=numa_nodes,
         # Upstream's order: devices first, then CPUs (each allocates in this order).
         hint_providers=[device_manager, cpu_manager], store=affinity)
-    return MachineParts(container_manager, machine, node_resources, node_view, cpu_manager,
-                        topology_manager, device_manager)
+    return MachineParts(container_manager, machine, node_resources, node_view, topology,
+                        cpu_manager, topology_manager, device_manager)
 
 
 async def build_runtime_parts(server: KubeletServer, deps: Dependencies, pod_config: PodConfig,
@@ -403,6 +428,8 @@ async def build_runtime_parts(server: KubeletServer, deps: Dependencies, pod_con
         max_parallel_image_pulls=config.max_parallel_image_pulls,
         image_credential_provider_config=flags.image_credential_provider_config,
         image_credential_provider_bin_dir=flags.image_credential_provider_bin_dir,
+        credential_provider_sa_tokens=server.feature_gates().enabled(
+            "KubeletServiceAccountTokenForCredentialProviders"),
         registry_pull_qps=float(config.registry_pull_qps),
         registry_burst=int(config.registry_burst),
         cpu_cfs_quota=config.cpu_cfs_quota,
@@ -570,48 +597,56 @@ def filter_out_inactive_pods(pods: list[V1Pod], pod_workers: PodWorkers,
 class Kubelet:
     """The node agent: every module, the loops that drive them, and the pod handlers."""
 
-    def __init__(self, options: KubeletOptions, *, deps: Dependencies, supervisor: Supervisor,
-                 runtime: KubeGenericRuntimeManager, cache: PodCache, pleg: GenericPLEG,
-                 pod_manager: PodManager, status_manager: StatusManager,
-                 runtime_state: RuntimeState, probe_manager: ProbeManager,
-                 pod_workers: PodWorkers, sources_ready: Callable[[], bool],
-                 sync_loop_monitor: SyncLoopMonitor, stats_provider: StatsProvider,
+    def __init__(self, options: KubeletOptions, *, deps: Dependencies, machine: MachineParts,
+                 runtime: RuntimeParts, pods: PodParts, resources: ResourceManagers,
+                 cluster: ClusterParts | None, runtime_state: RuntimeState,
+                 sources_ready: Callable[[], bool],
                  admit_handlers: Sequence[PodAdmitHandler],
-                 pod_sync_loop_handlers: Sequence[PodSyncLoopHandler],
-                 resources: ResourceManagers, cpu_manager: CPUManager,
-                 volume_manager: VolumeManager,
-                 device_manager: DeviceManager, pod_resources: PodResourcesServer,
-                 iptables_util_chains: IPTablesUtilChains | None,
-                 cluster: ClusterParts | None) -> None:
+                 pod_resources: PodResourcesServer,
+                 iptables_util_chains: IPTablesUtilChains | None) -> None:
+        """The phases' parts, whole (``new_main_kubelet``); nothing is built here but
+        what is derived from them (the supervisor, the views the servers read)."""
         self.options = options
         self.deps = deps
-        self.supervisor = supervisor
-        self.runtime = runtime
-        self.cache = cache
-        self.pleg = pleg
-        self.pod_manager = pod_manager
-        self.status_manager = status_manager
-        self.runtime_state = runtime_state
-        self.probe_manager = probe_manager
-        self.pod_workers = pod_workers
-        self.sources_ready = sources_ready
-        self.sync_loop_monitor = sync_loop_monitor
-        # What the kubelet API serves: resource usage, and the host side of its handlers.
-        self.stats_provider = stats_provider
-        self.server_host = KubeletServerHost(pod_manager, status_manager, runtime, self.get_pods)
-        self.admit_handlers = list(admit_handlers)
+        # Every long-running loop, named (``tasks``), started by ``run``.
+        self.supervisor = Supervisor()
+        # The machine: its cgroups, resources, the Node as known here, and the CPU,
+        # device and topology managers over its one topology.
+        self.machine = machine
+        # The runtime and pod parts as built; the attributes below name their members.
+        self.runtime_parts = runtime
+        self.pod_parts = pods
+        self.runtime = runtime.manager
+        # Pod volumes (set up by the pod syncs, torn down by its reconciler).
+        self.volume_manager = runtime.volume_manager
+        self.pod_manager = pods.pod_manager
+        self.cache = pods.cache
+        self.pleg = pods.pleg
+        self.status_manager = pods.status_manager
+        self.probe_manager = pods.probe_manager
+        self.pod_workers = pods.pod_workers
         # Asked on every sync tick whether a pod needs a sync now (the active deadline).
-        self.pod_sync_loop_handlers = list(pod_sync_loop_handlers)
+        self.pod_sync_loop_handlers: list[PodSyncLoopHandler] = [pods.active_deadline]
         # Resource management: cgroups, eviction, garbage collection, log rotation.
         self.resources = resources
-        # Exclusive CPUs and the shared pool (an admit handler too).
-        self.cpu_manager = cpu_manager
+        # Exclusive CPUs and the shared pool (a topology hint provider).
+        self.cpu_manager = machine.cpu_manager
         # Device plugins' registration socket and their devices.
-        self.device_manager = device_manager
+        self.device_manager = machine.device_manager
+        self.runtime_state = runtime_state
+        self.sources_ready = sources_ready
+        # Asked in order after the eviction manager (``can_admit_pod``).
+        self.admit_handlers = list(admit_handlers)
+        self.sync_loop_monitor = SyncLoopMonitor(
+            threshold=max(2 * options.sync_frequency, 300.0))
+        # What the kubelet API serves: resource usage, and the host side of its handlers.
+        self.stats_provider = StatsProvider(
+            deps.runtime_service, deps.image_service, options.node_name, options.root_dir,
+            options.pod_logs_dir, volume_stats=runtime.volume_manager.stats.volumes)
+        self.server_host = KubeletServerHost(self.pod_manager, self.status_manager,
+                                             self.runtime, self.get_pods)
         # The pod-resources API on <root>/pod-resources/kubelet.sock.
         self.pod_resources = pod_resources
-        # Pod volumes (set up by the pod syncs, torn down by its reconciler).
-        self.volume_manager = volume_manager
         # The iptables chains other node components read (network_linux.py); None when
         # makeIPTablesUtilChains is false.
         self.iptables_util_chains = iptables_util_chains

@@ -131,11 +131,11 @@ def new_node_informer(deps: Dependencies, node_name: str) -> ObjectInformer[V1No
 
 
 async def read_node_resources(server: KubeletServer,
-                              reservation: Callable[[], ResourceList]
+                              reservation: Callable[[], ResourceList], *, host_root: str
                               ) -> tuple[MachineInfo, MachineResources]:
-    """The machine (upstream's cAdvisor MachineInfo), and its capacity with ``reservation``
-    (the container manager's) held back for allocatable."""
-    machine = await asyncio.to_thread(read_machine_info)
+    """The machine under ``host_root`` (upstream's cAdvisor MachineInfo), and its capacity
+    with ``reservation`` (the container manager's) held back for allocatable."""
+    machine = await asyncio.to_thread(read_machine_info, host_root)
     storage = None
     if server.config.local_storage_capacity_isolation:
         storage = await asyncio.to_thread(filesystem_capacity, server.flags.root_dir)
@@ -152,7 +152,7 @@ async def build_cluster_parts(server: KubeletServer, deps: Dependencies, node_na
     and what pods read from or write to the API server."""
     config, flags = server.config, server.flags
     external_cloud_provider = flags.external_cloud_provider
-    version = await asyncio.to_thread(read_version_info)
+    version = await asyncio.to_thread(read_version_info, deps.host_root)
     if informer is None:
         informer = new_node_informer(deps, node_name)
     assert informer is not None, "cluster mode needs an API client"

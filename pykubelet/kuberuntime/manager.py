@@ -115,6 +115,9 @@ class RuntimeManagerOptions:
     # --image-credential-provider-config / --image-credential-provider-bin-dir ("": none).
     image_credential_provider_config: str = ""
     image_credential_provider_bin_dir: str = ""
+    # The KubeletServiceAccountTokenForCredentialProviders gate, which decides whether a
+    # provider's tokenAttributes may be set (None: the gate's default).
+    credential_provider_sa_tokens: bool | None = None
     registry_pull_qps: float = 5.0
     registry_burst: int = 10
     cpu_cfs_quota: bool = True
@@ -148,7 +151,8 @@ def credential_plugins(options: RuntimeManagerOptions) -> PluginKeyring | None:
             or options.image_credential_provider_bin_dir):
         return None
     return register_plugins(options.image_credential_provider_config,
-                            options.image_credential_provider_bin_dir)
+                            options.image_credential_provider_bin_dir,
+                            sa_tokens=options.credential_provider_sa_tokens)
 
 
 def containers_to_start(pod: V1Pod, actions: PodActions

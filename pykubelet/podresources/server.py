@@ -36,6 +36,7 @@ import grpc.aio
 from kubernetes_asyncio.client import V1Container, V1Pod
 
 from pykubelet import metrics
+from pykubelet.api import is_restartable_init_container, pod_uid
 from pykubelet.api.proto import podresources_v1_pb2 as pb
 from pykubelet.api.proto import podresources_v1_pb2_grpc as pb_grpc
 from pykubelet.util import klog
@@ -48,14 +49,15 @@ DEFAULT_QPS = 100
 DEFAULT_BURST_TOKENS = 10
 RATE_LIMITED = "rejected by rate limit"
 API_VERSION = "v1"
-RESTART_POLICY_ALWAYS = "Always"
 
 
 def pod_resources_socket(root_dir: str) -> str:
     return os.path.join(root_dir, POD_RESOURCES_DIR, SOCKET_NAME)
 
 
-# One device assignment: (resource name, device IDs, NUMA node IDs of those devices).
+# One device assignment: (resource name, device IDs, their NUMA node). The device
+# manager gives one per device and NUMA node (none: the device has no topology), the
+# shape upstream answers in.
 DeviceAssignment = tuple[str, Sequence[str], Sequence[int]]
 
 
@@ -96,8 +98,7 @@ def _container_devices(assignments: Sequence[DeviceAssignment]) -> list[pb.Conta
 def _reported_containers(pod: V1Pod) -> list[V1Container]:
     """Restartable init containers (they run beside the app containers), then the app ones."""
     spec = pod.spec
-    sidecars = [c for c in spec.init_containers or []
-                if c.restart_policy == RESTART_POLICY_ALWAYS]
+    sidecars = [c for c in spec.init_containers or [] if is_restartable_init_container(c)]
     return [*sidecars, *(spec.containers or [])]
 
 
@@ -115,7 +116,7 @@ class PodResourcesServer(pb_grpc.PodResourcesListerServicer):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_LIMITED)
 
     def _pod_resources(self, pod: V1Pod) -> pb.PodResources:
-        uid = pod.metadata.uid or ""
+        uid = pod_uid(pod)
         devices, cpus = self._providers.devices, self._providers.cpus
         return pb.PodResources(
             name=pod.metadata.name or "", namespace=pod.metadata.namespace or "",

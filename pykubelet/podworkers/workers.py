@@ -294,6 +294,41 @@ class _PodSyncStatus:
                 grace_period_override=update.kill_pod_options.grace_period_override)
 
 
+@dataclass
+class _WorkerProgress:
+    """What one worker carries from sync to sync: when its last sync ended (the next
+    waits for a cache newer than that) and whether a sync of the pod went through."""
+
+    last_sync_time: float = -math.inf
+    synced_once: bool = False
+
+
+@dataclass(frozen=True)
+class _SyncOutcome:
+    """How a syncer call ended: the pod reported terminal, failed, or cancelled because
+    termination must preempt it (``interrupted``, its ``error`` the cancellation)."""
+
+    is_terminal: bool = False
+    error: BaseException | None = None
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class _UpdateTarget:
+    """A change to deliver (a copy) and the pod it is for; ``is_runtime_pod`` when that
+    pod is an orphan known only from the runtime's listing."""
+
+    options: UpdatePodOptions
+    uid: str
+    namespace: str
+    name: str
+    is_runtime_pod: bool
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
 class _SyncInterrupted(Exception):
     """The syncer call was cancelled because the pod must terminate (sooner)."""
 
@@ -435,62 +470,20 @@ class PodWorkers:
     def update_pod(self, options: UpdatePodOptions) -> None:
         """Hand a change to the pod's worker, starting the worker if needed; never blocks.
 
-        Must be called from the event loop thread.
+        Must be called from the event loop thread. In order: which pod the change is
+        for, its lifecycle status (created on first sight), the spec to act on, whether
+        the change starts termination, what kill options still mean, then the worker
+        is woken with it as the pending update; a sync in flight is cancelled when
+        termination starts or its grace period shrinks.
         """
-        options = replace(options)
-        if options.kill_pod_options is not None:
-            options.kill_pod_options = replace(options.kill_pod_options)
-        is_runtime_pod = False
-        running = options.running_pod
-        if running is not None and options.pod is None:
-            if options.update_type != SyncPodType.KILL:
-                klog.info("Pod update is ignored, runtime pods can only be killed",
-                          pod=f"{running.namespace}/{running.name}", podUID=running.id,
-                          updateType=options.update_type)
-                return
-            uid, namespace, name = running.id, running.namespace, running.name
-            is_runtime_pod = True
-        elif options.pod is not None:
-            if running is not None:
-                options.running_pod = None
-            meta = options.pod.metadata or V1ObjectMeta()
-            uid, namespace, name = pod_uid(options.pod), meta.namespace or "", meta.name or ""
-        else:
-            raise ValueError("UpdatePodOptions needs a pod or a running_pod")
-        ref = f"{namespace}/{name}"
-
+        target = self._update_target(options)
+        if target is None:
+            return
+        options, uid, ref, is_runtime_pod = (target.options, target.uid, target.ref,
+                                             target.is_runtime_pod)
         now = self._clock()
-        first_time = False
-        status = self._statuses.get(uid)
-        if status is None:
-            klog.v(4).info("Pod is being synced for the first time", pod=ref, podUID=uid,
-                           updateType=options.update_type)
-            first_time = True
-            status = _PodSyncStatus(fullname=build_pod_full_name(name, namespace), synced_at=now)
-            if options.pod is not None and _pod_phase(options.pod) in _TERMINAL_PHASES:
-                cached, error = self._cache.get(uid)
-                if error is None and cached is not None and _is_cached_status_terminal(cached):
-                    # Seen first after a kubelet restart, already terminal in
-                    # both config and runtime: only the terminated step is left
-                    # to do, and the pod must not count as active meanwhile.
-                    status = _PodSyncStatus(fullname=status.fullname, synced_at=now,
-                                            terminating_at=now, terminated_at=now,
-                                            started_terminating=True)
-            self._statuses[uid] = status
-
-        pod = options.pod
-        if is_runtime_pod:
-            assert running is not None
-            status.observed_runtime = True
-            if status.pending_update is not None and status.pending_update.pod is not None:
-                pod = options.pod = status.pending_update.pod
-                options.running_pod = None
-            elif status.active_update is not None and status.active_update.pod is not None:
-                pod = options.pod = status.active_update.pod
-                options.running_pod = None
-            else:
-                pod = _runtime_pod_to_api_pod(running)
-        assert pod is not None
+        status, first_time = self._status_for_update(target, now)
+        pod = self._pod_for_update(status, options, is_runtime_pod)
 
         if (not first_time and status.is_termination_requested
                 and options.update_type == SyncPodType.CREATE):
@@ -504,45 +497,138 @@ class PodWorkers:
                            updateType=options.update_type)
             return
 
-        became_terminating = False
-        if not status.is_termination_requested:
-            meta = pod.metadata or V1ObjectMeta()
-            if is_runtime_pod:
-                klog.v(4).info("Pod is orphaned and must be torn down", pod=ref, podUID=uid)
-                status.deleted = True
-                became_terminating = True
-            elif meta.deletion_timestamp is not None:
-                klog.v(4).info("Pod is marked for graceful deletion, begin teardown", pod=ref,
-                               podUID=uid)
-                status.deleted = True
-                became_terminating = True
-            elif _pod_phase(pod) in _TERMINAL_PHASES:
-                klog.v(4).info("Pod is in a terminal phase (success/failed), begin teardown",
-                               pod=ref, podUID=uid)
-                became_terminating = True
-            elif options.update_type == SyncPodType.KILL:
-                if options.kill_pod_options is not None and options.kill_pod_options.evict:
-                    klog.v(4).info("Pod is being evicted by the kubelet, begin teardown",
-                                   pod=ref, podUID=uid)
-                    status.evicted = True
-                else:
-                    klog.v(4).info("Pod is being removed by the kubelet, begin teardown",
-                                   pod=ref, podUID=uid)
-                became_terminating = True
-            if became_terminating:
-                status.terminating_at = now
+        became_terminating = self._begin_termination(status, pod, options, is_runtime_pod,
+                                                     now=now, ref=ref, uid=uid)
+        grace_shortened = self._settle_kill_options(status, pod, options, is_runtime_pod,
+                                                    ref=ref, uid=uid)
+        if grace_shortened is None:
+            return
+        self._deliver_update(uid, pod, status, options, ref=ref)
+        if (became_terminating or grace_shortened) and status.in_flight is not None:
+            klog.v(3).info("Cancelling current pod sync", pod=ref, podUID=uid,
+                           workType=status.work_type())
+            status.in_flight.cancel()
 
-        grace_shortened = False
+    @staticmethod
+    def _update_target(options: UpdatePodOptions) -> _UpdateTarget | None:
+        """The change copied (the caller's object is never kept) and the pod it is for;
+        None when it is to be ignored (an orphan can only be killed)."""
+        options = replace(options)
+        if options.kill_pod_options is not None:
+            options.kill_pod_options = replace(options.kill_pod_options)
+        is_runtime_pod = False
+        running = options.running_pod
+        if running is not None and options.pod is None:
+            if options.update_type != SyncPodType.KILL:
+                klog.info("Pod update is ignored, runtime pods can only be killed",
+                          pod=f"{running.namespace}/{running.name}", podUID=running.id,
+                          updateType=options.update_type)
+                return None
+            uid, namespace, name = running.id, running.namespace, running.name
+            is_runtime_pod = True
+        elif options.pod is not None:
+            if running is not None:
+                options.running_pod = None
+            meta = options.pod.metadata or V1ObjectMeta()
+            uid, namespace, name = pod_uid(options.pod), meta.namespace or "", meta.name or ""
+        else:
+            raise ValueError("UpdatePodOptions needs a pod or a running_pod")
+        return _UpdateTarget(options, uid, namespace, name, is_runtime_pod)
+
+    def _status_for_update(self, target: _UpdateTarget, now: float
+                           ) -> tuple[_PodSyncStatus, bool]:
+        """The UID's lifecycle status, and whether it was seen for the first time now."""
+        uid, options = target.uid, target.options
+        status = self._statuses.get(uid)
+        if status is not None:
+            return status, False
+        klog.v(4).info("Pod is being synced for the first time", pod=target.ref, podUID=uid,
+                       updateType=options.update_type)
+        status = _PodSyncStatus(fullname=build_pod_full_name(target.name, target.namespace),
+                                synced_at=now)
+        if options.pod is not None and _pod_phase(options.pod) in _TERMINAL_PHASES:
+            cached, error = self._cache.get(uid)
+            if error is None and cached is not None and _is_cached_status_terminal(cached):
+                # Seen first after a kubelet restart, already terminal in
+                # both config and runtime: only the terminated step is left
+                # to do, and the pod must not count as active meanwhile.
+                status = _PodSyncStatus(fullname=status.fullname, synced_at=now,
+                                        terminating_at=now, terminated_at=now,
+                                        started_terminating=True)
+        self._statuses[uid] = status
+        return status, True
+
+    @staticmethod
+    def _pod_for_update(status: _PodSyncStatus, options: UpdatePodOptions,
+                        is_runtime_pod: bool) -> V1Pod:
+        """The spec the change acts on: an orphan's kill takes the latest real spec known
+        for its UID (and stops being an orphan's), else a placeholder built from the
+        runtime's listing."""
+        pod = options.pod
+        if is_runtime_pod:
+            running = options.running_pod
+            assert running is not None
+            status.observed_runtime = True
+            if status.pending_update is not None and status.pending_update.pod is not None:
+                pod = options.pod = status.pending_update.pod
+                options.running_pod = None
+            elif status.active_update is not None and status.active_update.pod is not None:
+                pod = options.pod = status.active_update.pod
+                options.running_pod = None
+            else:
+                pod = _runtime_pod_to_api_pod(running)
+        assert pod is not None
+        return pod
+
+    @staticmethod
+    def _begin_termination(status: _PodSyncStatus, pod: V1Pod, options: UpdatePodOptions,
+                           is_runtime_pod: bool, *, now: float, ref: str, uid: str) -> bool:
+        """Whether this change starts the pod's termination (orphaned, deleted, terminal,
+        or killed), recording why; a pod already terminating stays so."""
+        if status.is_termination_requested:
+            return False
+        meta = pod.metadata or V1ObjectMeta()
+        if is_runtime_pod:
+            klog.v(4).info("Pod is orphaned and must be torn down", pod=ref, podUID=uid)
+            status.deleted = True
+        elif meta.deletion_timestamp is not None:
+            klog.v(4).info("Pod is marked for graceful deletion, begin teardown", pod=ref,
+                           podUID=uid)
+            status.deleted = True
+        elif _pod_phase(pod) in _TERMINAL_PHASES:
+            klog.v(4).info("Pod is in a terminal phase (success/failed), begin teardown",
+                           pod=ref, podUID=uid)
+        elif options.update_type == SyncPodType.KILL:
+            if options.kill_pod_options is not None and options.kill_pod_options.evict:
+                klog.v(4).info("Pod is being evicted by the kubelet, begin teardown",
+                               pod=ref, podUID=uid)
+                status.evicted = True
+            else:
+                klog.v(4).info("Pod is being removed by the kubelet, begin teardown",
+                               pod=ref, podUID=uid)
+        else:
+            return False
+        status.terminating_at = now
+        return True
+
+    def _settle_kill_options(self, status: _PodSyncStatus, pod: V1Pod,
+                             options: UpdatePodOptions, is_runtime_pod: bool, *,
+                             ref: str, uid: str) -> bool | None:
+        """What the change's kill options mean in the pod's phase: answered at once once
+        terminated, the grace period in force while terminating, nothing while running.
+        Returns whether the grace period shrank, or None when the change is to be
+        dropped (an orphan's kill for a pod whose worker is finishing on its own)."""
         if status.is_terminated:
             if is_runtime_pod:
                 # Housekeeping may act on a runtime listing older than the
                 # termination; the worker will finish on its own.
                 klog.v(3).info("Pod is waiting for termination, ignoring runtime-only kill until "
                                "after pod worker is fully terminated", pod=ref, podUID=uid)
-                return
+                return None
             self._signal_kill_completed(options.kill_pod_options)
             options.kill_pod_options = None
-        elif status.is_termination_requested:
+            return False
+        if status.is_termination_requested:
             grace, grace_shortened = _effective_grace_period(status, pod,
                                                              options.kill_pod_options)
             status.grace_period = grace
@@ -551,11 +637,17 @@ class PodWorkers:
             else:
                 options.kill_pod_options = KillPodOptions()
             options.kill_pod_options.grace_period_override = grace
-        elif options.kill_pod_options is not None:
+            return grace_shortened
+        if options.kill_pod_options is not None:
             # Kill options mean nothing to a pod that keeps running.
             self._signal_kill_completed(options.kill_pod_options)
             options.kill_pod_options = None
+        return False
 
+    def _deliver_update(self, uid: str, pod: V1Pod, status: _PodSyncStatus,
+                        options: UpdatePodOptions, *, ref: str) -> None:
+        """Start the UID's worker if it has none, park the change as its pending update
+        (replacing an older one, keeping the older start time), and wake it."""
         signal = self._signals.get(uid)
         if signal is None:
             signal = self._signals[uid] = _WorkerSignal()
@@ -574,11 +666,6 @@ class PodWorkers:
         klog.v(4).info("Notifying pod of pending update", pod=ref, podUID=uid,
                        workType=status.work_type())
         signal.notify()
-
-        if (became_terminating or grace_shortened) and status.in_flight is not None:
-            klog.v(3).info("Cancelling current pod sync", pod=ref, podUID=uid,
-                           workType=status.work_type())
-            status.in_flight.cancel()
 
     async def terminate_pod_abnormally_and_wait(
         self, pod: V1Pod, *, grace_period_override: int | None = None,
@@ -638,8 +725,10 @@ class PodWorkers:
     # ----- the worker -----
 
     async def _worker_loop(self, uid: str, signal: _WorkerSignal) -> None:
-        last_sync_time = -math.inf
-        synced_once = False
+        """One pod's worker: each pending update in turn, synced then completed, until
+        the pod is terminated (or was only an orphan to tear down) or it can never
+        start."""
+        progress = _WorkerProgress()
         while await signal.next():
             work = self._start_pod_sync(uid)
             if work is None:
@@ -648,96 +737,110 @@ class PodWorkers:
                 return
             if not work.can_start:
                 continue
-            update, work_type, status = work.update, work.work_type, work.status
-            pod = update.pod
+            update = work.update
             ref = (f"{update.running_pod.namespace}/{update.running_pod.name}"
-                   if update.running_pod is not None else self._ref(pod))
-            klog.v(4).info("Processing pod event", pod=ref, podUID=uid, updateType=work_type)
+                   if update.running_pod is not None else self._ref(update.pod))
+            klog.v(4).info("Processing pod event", pod=ref, podUID=uid,
+                           updateType=work.work_type)
+            outcome = await self._sync_work(uid, work, progress)
+            if self._finish_work(uid, work, outcome, ref=ref):
+                return
 
+    async def _sync_work(self, uid: str, work: _Work, progress: _WorkerProgress
+                         ) -> _SyncOutcome:
+        """The syncer call for the work's phase, on a cached runtime status newer than
+        the previous sync's end; ``progress`` moves on whatever the outcome."""
+        update, work_type, status = work.update, work.work_type, work.status
+        pod = update.pod
+        try:
+            pod_status = PodStatus(id=uid)
+            if update.running_pod is None:
+                # Orphans skip this: they are only torn down, from the listing. On the
+                # way to (or out of) terminating the PLEG is asked to relist now, so
+                # that a kill does not first wait out a relist period. A sync still
+                # waiting here when termination is requested is cancelled like one
+                # that already runs: the kill must not queue behind a relist period.
+                cached, cache_error = await self._interruptible(
+                    status, self._cache.get_newer_than(
+                        uid, progress.last_sync_time,
+                        refresh=work_type != PodWorkerState.SYNC))
+                if cache_error is not None:
+                    raise cache_error
+                if cached is not None:
+                    pod_status = cached
             is_terminal = False
-            error: BaseException | None = None
-            interrupted = False
-            try:
-                pod_status = PodStatus(id=uid)
-                if update.running_pod is None:
-                    # Orphans skip this: they are only torn down, from the listing. On the
-                    # way to (or out of) terminating the PLEG is asked to relist now, so
-                    # that a kill does not first wait out a relist period. A sync still
-                    # waiting here when termination is requested is cancelled like one
-                    # that already runs: the kill must not queue behind a relist period.
-                    cached, cache_error = await self._interruptible(
-                        status, self._cache.get_newer_than(
-                            uid, last_sync_time, refresh=work_type != PodWorkerState.SYNC))
-                    if cache_error is not None:
-                        raise cache_error
-                    if cached is not None:
-                        pod_status = cached
-                if work_type == PodWorkerState.TERMINATED:
-                    assert pod is not None
-                    await self._interruptible(status,
-                                              self._syncer.sync_terminated_pod(pod, pod_status))
-                elif work_type == PodWorkerState.TERMINATING:
-                    options = update.kill_pod_options
-                    grace = options.grace_period_override if options is not None else None
-                    self._acknowledge_terminating(uid)
-                    if update.running_pod is not None:
-                        await self._interruptible(
-                            status, self._syncer.sync_terminating_runtime_pod(update.running_pod))
-                    else:
-                        assert pod is not None
-                        await self._interruptible(
-                            status, self._syncer.sync_terminating_pod(pod, pod_status, grace))
+            if work_type == PodWorkerState.TERMINATED:
+                assert pod is not None
+                await self._interruptible(status,
+                                          self._syncer.sync_terminated_pod(pod, pod_status))
+            elif work_type == PodWorkerState.TERMINATING:
+                options = update.kill_pod_options
+                grace = options.grace_period_override if options is not None else None
+                self._acknowledge_terminating(uid)
+                if update.running_pod is not None:
+                    await self._interruptible(
+                        status, self._syncer.sync_terminating_runtime_pod(update.running_pod))
                 else:
                     assert pod is not None
-                    is_terminal = await self._interruptible(status, self._syncer.sync_pod(
-                        update.update_type, pod, update.mirror_pod, pod_status))
-                last_sync_time = self._clock()
-                if work_type == PodWorkerState.SYNC and not synced_once:
-                    # The first sync that went through started the pod's sandbox and
-                    # containers; the status that reports them running needs the PLEG
-                    # to see them. Asked now, after last_sync_time is taken (so that
-                    # look counts as newer), it reports the pod Running as soon as its
-                    # containers run instead of up to a relist period later.
-                    synced_once = True
-                    self._cache.request_refresh()
-            except _SyncInterrupted as err:
-                interrupted, error = True, err
-                last_sync_time = self._clock()
-            except Exception as err:
-                error = err
-                last_sync_time = self._clock()
+                    await self._interruptible(
+                        status, self._syncer.sync_terminating_pod(pod, pod_status, grace))
+            else:
+                assert pod is not None
+                is_terminal = await self._interruptible(status, self._syncer.sync_pod(
+                    update.update_type, pod, update.mirror_pod, pod_status))
+            progress.last_sync_time = self._clock()
+            if work_type == PodWorkerState.SYNC and not progress.synced_once:
+                # The first sync that went through started the pod's sandbox and
+                # containers; the status that reports them running needs the PLEG
+                # to see them. Asked now, after last_sync_time is taken (so that
+                # look counts as newer), it reports the pod Running as soon as its
+                # containers run instead of up to a relist period later.
+                progress.synced_once = True
+                self._cache.request_refresh()
+            return _SyncOutcome(is_terminal=is_terminal)
+        except _SyncInterrupted as err:
+            progress.last_sync_time = self._clock()
+            return _SyncOutcome(error=err, interrupted=True)
+        except Exception as err:
+            progress.last_sync_time = self._clock()
+            return _SyncOutcome(error=err)
 
-            if update.start_time and not interrupted:
-                metrics.POD_WORKER_DURATION.labels(str(update.update_type)).observe(
-                    max(0.0, self._clock() - update.start_time))
-            phase_transition = False
-            if interrupted:
-                # The change that caused the cancellation is already pending.
-                klog.v(2).info("Sync exited with context cancellation error", pod=ref,
-                               podUID=uid, updateType=work_type)
-            elif error is not None:
-                klog.error("Error syncing pod, skipping", error, pod=ref, podUID=uid)
-            elif work_type == PodWorkerState.TERMINATED:
-                self._complete_terminated(uid)
-                klog.v(4).info("Processing pod event done", pod=ref, podUID=uid,
-                               updateType=work_type)
-                return
-            elif work_type == PodWorkerState.TERMINATING:
-                if update.running_pod is not None:
-                    self._complete_terminating_runtime_pod(uid)
-                    klog.v(4).info("Processing pod event done", pod=ref, podUID=uid,
-                                   updateType=work_type)
-                    return
-                self._complete_terminating(uid)
-                phase_transition = True
-            elif is_terminal:
-                klog.v(4).info("Pod is terminal", pod=ref, podUID=uid, updateType=work_type)
-                self._complete_sync(uid)
-                phase_transition = True
-
-            self._complete_work(uid, phase_transition, error)
+    def _finish_work(self, uid: str, work: _Work, outcome: _SyncOutcome, *, ref: str) -> bool:
+        """Record the sync's outcome: a phase finished moves the pod on, anything else
+        is requeued. True when the worker is done (terminated, or an orphan torn down)."""
+        update, work_type = work.update, work.work_type
+        if update.start_time and not outcome.interrupted:
+            metrics.POD_WORKER_DURATION.labels(str(update.update_type)).observe(
+                max(0.0, self._clock() - update.start_time))
+        phase_transition = False
+        if outcome.interrupted:
+            # The change that caused the cancellation is already pending.
+            klog.v(2).info("Sync exited with context cancellation error", pod=ref,
+                           podUID=uid, updateType=work_type)
+        elif outcome.error is not None:
+            klog.error("Error syncing pod, skipping", outcome.error, pod=ref, podUID=uid)
+        elif work_type == PodWorkerState.TERMINATED:
+            self._complete_terminated(uid)
             klog.v(4).info("Processing pod event done", pod=ref, podUID=uid,
                            updateType=work_type)
+            return True
+        elif work_type == PodWorkerState.TERMINATING:
+            if update.running_pod is not None:
+                self._complete_terminating_runtime_pod(uid)
+                klog.v(4).info("Processing pod event done", pod=ref, podUID=uid,
+                               updateType=work_type)
+                return True
+            self._complete_terminating(uid)
+            phase_transition = True
+        elif outcome.is_terminal:
+            klog.v(4).info("Pod is terminal", pod=ref, podUID=uid, updateType=work_type)
+            self._complete_sync(uid)
+            phase_transition = True
+
+        self._complete_work(uid, phase_transition, outcome.error)
+        klog.v(4).info("Processing pod event done", pod=ref, podUID=uid,
+                       updateType=work_type)
+        return False
 
     async def _interruptible(self, status: _PodSyncStatus, call: Coroutine[Any, Any, T]) -> T:
         """Run a syncer call that ``update_pod`` may cancel when termination must preempt it."""

@@ -1,67 +1,97 @@
-"""A ``Kubelet`` of real modules with small fakes at its seams, in either mode.
+"""A ``Kubelet`` built by the composition root, ``new_main_kubelet``, over fakes at
+``Dependencies``, in either mode.
 
-``new_main_kubelet`` needs a container runtime and, in cluster mode, an API server;
-these tests need neither. Every module the ``Kubelet`` holds is the real one, built
-over fakes where it would reach out: the CRI clients are never connected (nothing
-here reaches the runtime), the pod workers record what they are asked instead of
-syncing, and the ``ClusterParts`` talk to in-memory Nodes, leases, pods, objects and
-tokens. ``cluster_parts()`` or ``None`` is the mode, as in production.
+Everything between the fakes and the ``Kubelet`` is the production wiring. The fakes
+are where a kubelet reaches out: the CRI runtime answers only what building a kubelet
+asks (its version and status) and is never connected, the API server (cluster mode)
+is an address nothing listens on, and the machine is a fake two-NUMA-node one written
+under ``Dependencies.host_root``. Nothing is started; a test that runs a loop starts
+it itself.
+
+``with_seams`` re-assembles a built kubelet's parts with other pod workers or cluster
+parts: ``build_kubelet`` gives the sync loop's pod handlers pod workers that record
+what they are asked instead of syncing.
 """
 
 from __future__ import annotations
 
-import datetime
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio.client import AuthenticationV1TokenRequest, V1Node, V1Pod
+from cri_api.v1 import api_pb2
+from kubernetes_asyncio.client import ApiClient, Configuration, V1Pod
 
-from pykubelet.client.informer import ObjectInformer
-from pykubelet.cm.cpumanager import CPUManager, new_cpu_manager
-from pykubelet.cm.devicemanager import DeviceManager
-from pykubelet.cm.topologymanager import AffinityStore
 from pykubelet.cmd.options import parse_command_line
 from pykubelet.container.cache import PodCache
 from pykubelet.cri import RemoteImageService, RemoteRuntimeService
-from pykubelet.envvars import ServiceStore
+from pykubelet.cri.runtime import KUBE_RUNTIME_API_VERSION
 from pykubelet.events import Event, LoggingRecorder
 from pykubelet.kubelet.dependencies import Dependencies
-from pykubelet.kubelet.getters import RootDirs
-from pykubelet.kubelet.kubelet import (
-    Kubelet,
-    KubeletOptions,
-    PodResourcesPods,
-    SyncLoopMonitor,
-)
-from pykubelet.kubelet.network_linux import IPTablesUtilChains
-from pykubelet.kubelet.node_status import ClusterParts
-from pykubelet.kubelet.pod_manager import PodManager
-from pykubelet.kubelet.resources import build_resource_managers, new_container_manager
-from pykubelet.kubelet.runtime_state import RuntimeState
-from pykubelet.kubelet.volume_host import PersistentVolumeReader, VolumeHost
-from pykubelet.kuberuntime import KubeGenericRuntimeManager, RuntimeManagerOptions
-from pykubelet.lifecycle.admission import PodAdmitHandler
-from pykubelet.nodelease import NodeLeaseController
-from pykubelet.nodestatus import NodeStatusManager, NodeStatusOptions
+from pykubelet.kubelet.kubelet import Kubelet, make_pod_source_config, new_main_kubelet
+from pykubelet.kubelet.node_status import ClusterParts, new_node_informer
 from pykubelet.objectcache import DirectStore, Manager
-from pykubelet.pleg import GenericPLEG
-from pykubelet.podresources import PodResourcesServer, Providers
 from pykubelet.podworkers import PodWorkers, UpdatePodOptions
-from pykubelet.prober.manager import ProbeManager
-from pykubelet.prober.prober import Prober
-from pykubelet.prober.results import ResultsManager
-from pykubelet.stats import StatsProvider
-from pykubelet.status import StatusManager
-from pykubelet.token import TokenManager
-from pykubelet.util.reflector import ApiListWatch, Reflector
-from pykubelet.util.supervisor import Supervisor
-from pykubelet.volumemanager import VolumeManager
-from tests.unit.fake_nodes import FakeCache, FakeNodeAPI
-from tests.unit.test_nodelease import FakeLeases
+from tests.unit.fake_machine import write_fake_machine
 from tests.unit.test_podworkers import FakeSyncer
-from tests.unit.test_status_sync import FakeApi
 
 NODE = "n1"
+HOST_IP = "10.0.0.1"
+# Two NUMA nodes of four CPUs each (one socket each, no SMT).
+NUMA_NODES = {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]}
+
+
+class AnsweringRuntime(RemoteRuntimeService):
+    """The CRI runtime as far as building a kubelet asks it: its version (a runtime of
+    another CRI version is refused) and its status (the pause image image GC keeps)."""
+
+    async def version(self) -> api_pb2.VersionResponse:
+        return api_pb2.VersionResponse(version=KUBE_RUNTIME_API_VERSION,
+                                       runtime_name="fake", runtime_version="1.0",
+                                       runtime_api_version="v1")
+
+    async def status(self, verbose: bool = False) -> api_pb2.StatusResponse:
+        return api_pb2.StatusResponse()
+
+
+@asynccontextmanager
+async def fake_dependencies(root: Path, *, cluster: bool,
+                            recorder: LoggingRecorder | None = None,
+                            host: Path | None = None) -> AsyncIterator[Dependencies]:
+    """The kubelet's dependencies over the fakes; in cluster mode with API clients to an
+    address nothing listens on (closed on exit). The machine is ``host``, else the
+    two-NUMA-node one written under ``root/host``."""
+    if host is None:
+        host = write_fake_machine(root / "host", numa_nodes=NUMA_NODES)
+    endpoint = f"unix://{root}/no-runtime.sock"
+    api = ApiClient(Configuration(host="http://127.0.0.1:9")) if cluster else None
+    try:
+        yield Dependencies(runtime_service=AnsweringRuntime(endpoint),
+                           image_service=RemoteImageService(endpoint),
+                           recorder=recorder or LoggingRecorder(),
+                           kube_client=api, heartbeat_client=api, host_root=str(host))
+    finally:
+        if api is not None:
+            await api.close()
+
+
+@asynccontextmanager
+async def new_kubelet(root: Path, *, cluster: bool = False, flags: Sequence[str] = (),
+                      recorder: LoggingRecorder | None = None,
+                      host: Path | None = None) -> AsyncIterator[Kubelet]:
+    """``new_main_kubelet`` as ``createAndInitKubelet`` calls it, over the fakes, with
+    these command-line ``flags``; the kubelet's root directory is ``root/kubelet``."""
+    server = parse_command_line([f"--root-dir={root / 'kubelet'}", *flags])
+    async with fake_dependencies(root, cluster=cluster, recorder=recorder,
+                                 host=host) as deps:
+        informer = new_node_informer(deps, NODE)
+        pod_config = make_pod_source_config(
+            server, NODE, deps,
+            node_has_synced=informer.has_synced if informer is not None else None)
+        yield await new_main_kubelet(server, deps, pod_config, NODE, HOST_IP,
+                                     node_informer=informer)
 
 
 class RecordingWorkers(PodWorkers):
@@ -110,41 +140,8 @@ class RecordingStore(DirectStore):
         self.stopped = True
 
 
-async def _no_list(**_: Any) -> Any:
-    raise AssertionError("these tests run no list/watch")
-
-
 async def _no_object(namespace: str, name: str) -> dict[str, Any] | None:
     return None
-
-
-async def _no_volume(name: str) -> dict[str, Any] | None:
-    return None
-
-
-async def _no_token(namespace: str, name: str, request: AuthenticationV1TokenRequest
-                    ) -> tuple[str, datetime.datetime]:
-    raise AssertionError("these tests request no token")
-
-
-def cluster_parts(recorder: LoggingRecorder,
-                  mirror_client: RecordingMirrorClient | None = None) -> ClusterParts:
-    """What a kubelet with an API server has, over in-memory fakes of that server."""
-    nodes = FakeNodeAPI()
-    services = ServiceStore()
-    return ClusterParts(
-        node_informer=ObjectInformer(_no_list, V1Node, NODE, f"node {NODE}"),
-        node_status=NodeStatusManager(NodeStatusOptions(node_name=NODE, hostname=NODE),
-                                      nodes, nodes, FakeCache(), recorder),
-        lease=NodeLeaseController(FakeLeases(), NODE, 40),
-        mirror_client=mirror_client or RecordingMirrorClient(),
-        status_sink=FakeApi(),
-        services=services,
-        service_reflector=Reflector("services", ApiListWatch(_no_list), services),
-        config_maps=Manager(RecordingStore("configmap"), lambda pod: set()),
-        secrets=Manager(RecordingStore("secret"), lambda pod: set()),
-        tokens=TokenManager(_no_token),
-        persistent_volumes=PersistentVolumeReader(_no_object, _no_volume))
 
 
 class Built:
@@ -157,71 +154,46 @@ class Built:
         self.events = events
 
 
-def build_kubelet(root_dir: Path, *, cluster: ClusterParts | None,
-                  recorder: LoggingRecorder | None = None,
-                  admit_handlers: list[PodAdmitHandler] | None = None,
-                  iptables_util_chains: IPTablesUtilChains | None = None) -> Built:
-    """A ``Kubelet`` of real modules over the fakes, standalone when ``cluster`` is None;
-    without iptables utility chains unless given."""
-    recorder = recorder or LoggingRecorder()
+def with_seams(kubelet: Kubelet, *, pod_workers: PodWorkers | None = None,
+               cluster: ClusterParts | None = None) -> Kubelet:
+    """A ``Kubelet`` of ``kubelet``'s parts, with these pod workers or cluster parts
+    instead of the ones the root built."""
+    pods = kubelet.pod_parts
+    if pod_workers is not None:
+        pods = dataclasses.replace(pods, pod_workers=pod_workers)
+    return Kubelet(
+        kubelet.options, deps=kubelet.deps, machine=kubelet.machine,
+        runtime=kubelet.runtime_parts, pods=pods, resources=kubelet.resources,
+        cluster=cluster or kubelet.cluster, runtime_state=kubelet.runtime_state,
+        sources_ready=kubelet.sources_ready, admit_handlers=kubelet.admit_handlers,
+        pod_resources=kubelet.pod_resources, iptables_util_chains=kubelet.iptables_util_chains)
+
+
+def recording_stores(cluster: ClusterParts) -> ClusterParts:
+    """``cluster`` with ConfigMap and Secret stores that record being stopped."""
+    return dataclasses.replace(
+        cluster, config_maps=Manager(RecordingStore("configmap"), lambda pod: set()),
+        secrets=Manager(RecordingStore("secret"), lambda pod: set()))
+
+
+@asynccontextmanager
+async def build_kubelet(root: Path, *, flags: Sequence[str] = (),
+                        mirror_client: RecordingMirrorClient | None = None
+                        ) -> AsyncIterator[Built]:
+    """The root's kubelet with recording pod workers: standalone, or in cluster mode
+    with ``mirror_client`` as its mirror pods."""
+    recorder = LoggingRecorder()
     events: list[Event] = []
     recorder.listeners.append(events.append)
-    endpoint = f"unix://{root_dir}/no-runtime.sock"
-    deps = Dependencies(runtime_service=RemoteRuntimeService(endpoint),
-                        image_service=RemoteImageService(endpoint), recorder=recorder)
-    server = parse_command_line([f"--root-dir={root_dir}"])
-    liveness, readiness, startup = ResultsManager(), ResultsManager(), ResultsManager()
-    runtime = KubeGenericRuntimeManager(
-        deps.runtime_service, deps.image_service,
-        RuntimeManagerOptions(root_dir=str(root_dir), node_name=NODE),
-        liveness=liveness, startup=startup, recorder=recorder)
-    cache = PodCache()
-    pods = PodManager()
-    workers = RecordingWorkers()
-    status_manager = StatusManager(cluster.status_sink if cluster is not None else None,
-                                   pods=pods)
-    resources = build_resource_managers(
-        server, new_container_manager(server, active_pods=list), deps.runtime_service,
-        deps.image_service, runtime, workers, active_pods=list, kill_pod=_no_kill,
-        recorder=recorder, node_name=NODE, sandbox_image="")
-    volume_host = VolumeHost(lambda: (4000, 8 << 30))
-    cpu_manager = none_cpu_manager(root_dir, deps.runtime_service)
-    # Its own plugin directory: a unit test never serves the host's kubelet.sock.
-    device_manager = DeviceManager(active_pods=list, sources_ready=lambda: True,
-                                   plugin_dir=str(root_dir / "device-plugins"))
-    kubelet = Kubelet(
-        KubeletOptions(node_name=NODE, root_dir=str(root_dir)), deps=deps,
-        supervisor=Supervisor(), runtime=runtime, cache=cache, pleg=GenericPLEG(runtime, cache),
-        pod_manager=pods, status_manager=status_manager, runtime_state=RuntimeState(),
-        probe_manager=ProbeManager(Prober(deps.runtime_service, recorder), liveness=liveness,
-                                   readiness=readiness, startup=startup,
-                                   status_provider=status_manager.peek_pod_status),
-        pod_workers=workers, sources_ready=lambda: True, sync_loop_monitor=SyncLoopMonitor(),
-        stats_provider=StatsProvider(deps.runtime_service, deps.image_service, NODE,
-                                     str(root_dir), str(root_dir / "pod-logs")),
-        admit_handlers=admit_handlers or [], pod_sync_loop_handlers=[],
-        resources=resources, cpu_manager=cpu_manager, device_manager=device_manager,
-        pod_resources=PodResourcesServer(Providers(
-            pods=PodResourcesPods(list, pods), devices=device_manager, cpus=cpu_manager)),
-        volume_manager=VolumeManager(RootDirs(str(root_dir)), recorder, volume_host,
-                                     pod_runtime_removed=lambda uid: True,
-                                     sources_ready=lambda: True),
-        iptables_util_chains=iptables_util_chains, cluster=cluster)
-    return Built(kubelet, workers, events)
+    async with new_kubelet(root, cluster=mirror_client is not None, flags=flags,
+                           recorder=recorder) as built:
+        workers = RecordingWorkers()
+        cluster = None
+        if built.cluster is not None and mirror_client is not None:
+            cluster = dataclasses.replace(built.cluster, mirror_client=mirror_client)
+        yield Built(with_seams(built, pod_workers=workers, cluster=cluster), workers, events)
 
 
-def none_cpu_manager(root_dir: Path, runtime_service: RemoteRuntimeService) -> CPUManager:
-    """The default CPU manager (policy ``none``): no exclusive CPUs."""
-    return new_cpu_manager(policy_name="none", root_dir=str(root_dir), reserved_system_cpus="",
-                           kube_reserved={}, system_reserved={}, reconcile_period=10.0,
-                           runtime_service=runtime_service, active_pods=list,
-                           pod_status=lambda uid: None, sources_ready=lambda: True,
-                           affinity=AffinityStore())
-
-
-async def _no_kill(pod: V1Pod, grace: int, status_func: Any) -> None:
-    raise AssertionError("these tests evict nothing")
-
-
-__all__ = ["NODE", "Built", "RecordingMirrorClient", "RecordingStore", "RecordingWorkers",
-           "build_kubelet", "cluster_parts"]
+__all__ = ["HOST_IP", "NODE", "NUMA_NODES", "AnsweringRuntime", "Built",
+           "RecordingMirrorClient", "RecordingStore", "RecordingWorkers", "build_kubelet",
+           "fake_dependencies", "new_kubelet", "recording_stores", "with_seams"]

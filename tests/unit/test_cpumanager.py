@@ -38,6 +38,8 @@ from pykubelet.container import ContainerID, ContainerState, ContainerStatus, Po
 from pykubelet.kubelet.resources import node_reservations
 from pykubelet.kuberuntime.container_config import ContainerOptions, container_resources
 from pykubelet.lifecycle.admission import PodAdmitAttributes
+from pykubelet.nodestatus.machine import read_machine_info
+from tests.unit.fake_machine import write_fake_machine
 
 # This machine's shape: one socket, two cores, no SMT.
 TWO_CPUS = CPUTopology((CPUInfo(0, 0, 0), CPUInfo(1, 1, 0)))
@@ -98,10 +100,10 @@ class Node:
             kube_reserved={}, system_reserved={}, reconcile_period=10.0,
             runtime_service=self.runtime,  # type: ignore[arg-type]
             active_pods=lambda: list(self.pods), pod_status=self.statuses.get,
-            sources_ready=lambda: self.ready, affinity=affinity, topology=lambda: topology)
+            sources_ready=lambda: self.ready, affinity=affinity, topology=topology)
         self.topology_manager: TopologyManager = new_topology_manager(
             policy_name=topology_policy, scope_name=topology_scope,
-            numa_nodes=topology.numa_nodes, hint_providers=[self.manager], store=affinity)
+            numa_nodes=topology.numa_nodes(), hint_providers=[self.manager], store=affinity)
 
     def admit(self, candidate: Any) -> tuple[bool, str, str]:
         others = [p for p in self.pods if p.metadata.uid != candidate.metadata.uid]
@@ -153,17 +155,20 @@ def test_malformed_cpusets_are_refused(text: str) -> None:
 # --- topology -----------------------------------------------------------------------------------
 
 def test_topology_is_read_from_sysfs_as_cadvisor_reads_it(tmp_path: Path) -> None:
-    (tmp_path / "online").write_text("0-3\n")
+    sys_cpu = tmp_path / "sys/devices/system/cpu"
+    sys_cpu.mkdir(parents=True)
+    (sys_cpu / "online").write_text("0-3\n")
     for cpu, (socket, core) in enumerate([(0, 0), (0, 1), (0, 0), (0, 1)]):
-        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo = sys_cpu / f"cpu{cpu}" / "topology"
         topo.mkdir(parents=True)
         (topo / "physical_package_id").write_text(f"{socket}\n")
         (topo / "core_id").write_text(f"{core}\n")
+    sys_node = tmp_path / "sys/devices/system/node"
     for node, cpus in (("node0", "0-1"), ("node1", "2-3")):
-        (tmp_path / "node" / node).mkdir(parents=True)
-        (tmp_path / "node" / node / "cpulist").write_text(f"{cpus}\n")
-    (tmp_path / "node" / "online").write_text("0-1\n")
-    found = discover(str(tmp_path), str(tmp_path / "node"))
+        (sys_node / node).mkdir(parents=True)
+        (sys_node / node / "cpulist").write_text(f"{cpus}\n")
+    (sys_node / "online").write_text("0-1\n")
+    found = discover(str(tmp_path))
     assert found.all_cpus() == {0, 1, 2, 3}
     assert found.core_cpus(found.info(0).core) == {0, 2}
     assert found.numa_nodes() == [0, 1]
@@ -172,15 +177,29 @@ def test_topology_is_read_from_sysfs_as_cadvisor_reads_it(tmp_path: Path) -> Non
 
 def test_without_numa_in_sysfs_each_socket_is_a_numa_node(tmp_path: Path) -> None:
     """cadvisor's fallback when the kernel has no /sys/devices/system/node."""
-    (tmp_path / "online").write_text("0-1\n")
-    for cpu in (0, 1):
-        topo = tmp_path / f"cpu{cpu}" / "topology"
-        topo.mkdir(parents=True)
-        (topo / "physical_package_id").write_text(f"{cpu}\n")
-        (topo / "core_id").write_text("0\n")
-    found = discover(str(tmp_path), str(tmp_path / "no-such-dir"))
+    write_fake_machine(tmp_path, numa_nodes={0: [0], 1: [1]}, with_numa_dirs=False)
+    assert not (tmp_path / "sys/devices/system/node").exists()
+    found = discover(str(tmp_path))
     assert found.numa_nodes() == [0, 1]
     assert found.numa_node_cpus([1]) == {1}
+
+
+def test_a_fake_two_numa_machine_is_what_the_kubelet_reads(tmp_path: Path) -> None:
+    """The fake machine tests hand the whole kubelet: its topology and its machine info."""
+    write_fake_machine(tmp_path, numa_nodes={0: [0, 1, 2, 3], 1: [4, 5, 6, 7]},
+                       threads_per_core=2, memory_bytes=4 * 1024 ** 3, boot_id="b-1")
+    found = discover(str(tmp_path))
+    assert found.numa_nodes() == [0, 1]
+    assert found.numa_node_cpus([1]) == {4, 5, 6, 7}
+    assert found.core_cpus(found.info(5).core) == {4, 5}
+    assert {found.info(cpu).socket for cpu in range(8)} == {0, 1}
+    info = read_machine_info(str(tmp_path))
+    assert (info.num_cores, info.memory_capacity, info.boot_id) == (8, 4 * 1024 ** 3, "b-1")
+
+
+def test_a_machine_whose_cpus_cannot_be_read_is_a_topology_error(tmp_path: Path) -> None:
+    with pytest.raises(TopologyError, match="could not detect number of cpus"):
+        discover(str(tmp_path))
 
 
 def test_this_machine_topology_lists_every_online_cpu() -> None:
@@ -528,3 +547,37 @@ def test_reserved_system_cpus_replace_the_cpu_reservations_in_node_allocatable(
     assert node_reservations(server) == ({"cpu": "2"}, {"memory": "1Gi"})
     plain = parse_command_line([f"--root-dir={tmp_path}", "--kube-reserved=cpu=500m"])
     assert node_reservations(plain) == ({}, {"cpu": "500m"})
+
+
+# --- reusing what finished init containers held (upstream's cpusToReuse) ------------------------
+
+def test_later_init_containers_and_the_app_reuse_earlier_init_containers_cpus(
+        tmp_path: Path) -> None:
+    """Init containers run one at a time: 2 + 2 + 2 CPUs fit in 3 exclusive ones."""
+    node = Node(tmp_path, topology=FOUR_CPUS)  # CPU 0 reserved: 1-3 exclusive
+    node.manager.start()
+    node.run(pod("g", container("c", "2"),
+                 init=[container("first", "2"), container("second", "2")]))
+    assert [node.cpus("g", name) for name in ("first", "second", "c")] == ["1-2"] * 3
+    assert node.state_file()["defaultCpuSet"] == "0,3"
+
+
+def test_a_sidecars_cpus_are_not_reused_by_later_containers(tmp_path: Path) -> None:
+    """A sidecar keeps running beside what starts after it: its CPUs stay its own."""
+    node = Node(tmp_path, topology=FOUR_CPUS)
+    node.manager.start()
+    sidecar = container("proxy", "1", restartPolicy="Always")
+    node.run(pod("g", container("c", "2"), init=[sidecar, container("setup", "2")]))
+    assert node.cpus("g", "proxy") == "1"
+    assert node.cpus("g", "setup") == node.cpus("g", "c") == "2-3"
+    assert node.state_file()["defaultCpuSet"] == "0"
+
+
+def test_single_numa_node_admits_init_containers_that_reuse_an_earlier_ones_node(
+        tmp_path: Path) -> None:
+    """The hints of a later init container count the CPUs it may reuse."""
+    node = Node(tmp_path, topology=TWO_NUMA_NODES, topology_policy="single-numa-node")
+    node.manager.start()
+    node.run(pod("g", container("c", "2"),
+                 init=[container("first", "2"), container("second", "2")]))
+    assert [node.cpus("g", name) for name in ("first", "second", "c")] == ["2-3"] * 3

@@ -31,6 +31,8 @@ from pykubelet.api.resources import is_extended_resource_name
 from pykubelet.cm.devicemanager import CHECKPOINT_NAME, DeviceAllocationError, DeviceManager
 from pykubelet.cm.devicemanager.checkpoint import CheckpointData, PodDevicesEntry, checksum
 from pykubelet.cm.topologymanager import AffinityStore, new_topology_manager
+from pykubelet.cm.topologymanager.bitmask import BitMask
+from pykubelet.cm.topologymanager.policy import TopologyHint
 from pykubelet.container.devices import DeviceMount, DeviceRunOptions, DeviceSpec
 from pykubelet.kuberuntime.container_config import ContainerOptions, generate_container_config
 from pykubelet.lifecycle.admission import PodAdmitAttributes
@@ -46,13 +48,15 @@ class FakePlugin(pluginapi_grpc.DevicePluginServicer):
 
     def __init__(self, directory: str, name: str = "fake.sock", *,
                  devices: dict[str, str] | None = None, preferred: list[str] | None = None,
-                 pre_start: bool = False) -> None:
+                 pre_start: bool = False, numa: dict[str, list[int]] | None = None) -> None:
         self.directory = directory
         self.socket = os.path.join(directory, name)
         self.devices = devices if devices is not None else {"dev-1": "Healthy",
                                                             "dev-2": "Healthy"}
         self.preferred = preferred
         self.pre_start = pre_start
+        # Device id -> the NUMA nodes the plugin reports it on (none: no topology).
+        self.numa = numa or {}
         self.allocations: list[list[str]] = []
         self.pre_starts: list[list[str]] = []
         self.preference_requests: list[pluginapi.ContainerPreferredAllocationRequest] = []
@@ -80,6 +84,11 @@ class FakePlugin(pluginapi_grpc.DevicePluginServicer):
         self.devices[device] = health
         self._changes.put_nowait(None)
 
+    def _topology(self, device: str) -> pluginapi.TopologyInfo | None:
+        if device not in self.numa:
+            return None
+        return pluginapi.TopologyInfo(nodes=[pluginapi.NUMANode(ID=n) for n in self.numa[device]])
+
     async def GetDevicePluginOptions(self, request: Any, context: Any) -> Any:
         return pluginapi.DevicePluginOptions(
             pre_start_required=self.pre_start,
@@ -88,7 +97,8 @@ class FakePlugin(pluginapi_grpc.DevicePluginServicer):
     async def ListAndWatch(self, request: Any, context: Any) -> AsyncIterator[Any]:
         while True:
             yield pluginapi.ListAndWatchResponse(devices=[
-                pluginapi.Device(ID=i, health=h) for i, h in self.devices.items()])
+                pluginapi.Device(ID=i, health=h, topology=self._topology(i))
+                for i, h in self.devices.items()])
             await self._changes.get()
 
     async def GetPreferredAllocation(self, request: Any, context: Any) -> Any:
@@ -123,16 +133,21 @@ class Clock:
 
 
 def make_pod(name: str, *counts: int, init: tuple[int, ...] = (),
-             uid: str | None = None) -> Any:
+             sidecars: tuple[int, ...] = (), uid: str | None = None) -> Any:
+    """App containers ``c<i>``, then init containers ``init<i>`` and sidecars (restartable
+    init containers) ``sidecar<i>``, each asking for its count of devices."""
     def container(prefix: str, i: int, count: int) -> dict[str, Any]:
         spec: dict[str, Any] = {"name": f"{prefix}{i}", "image": "busybox"}
         if count:
             spec["resources"] = {"limits": {RESOURCE: str(count)},
                                  "requests": {RESOURCE: str(count)}}
+        if prefix == "sidecar":
+            spec["restartPolicy"] = "Always"
         return spec
     return pod_from_dict({
         "metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}"},
-        "spec": {"initContainers": [container("init", i, c) for i, c in enumerate(init)],
+        "spec": {"initContainers": [*(container("sidecar", i, c) for i, c in enumerate(sidecars)),
+                                    *(container("init", i, c) for i, c in enumerate(init))],
                  "containers": [container("c", i, c) for i, c in enumerate(counts)]}})
 
 
@@ -147,31 +162,31 @@ def plugin_dir() -> Iterator[str]:
 class Node:
     """A manager and its active pods, started on ``plugin_dir``."""
 
-    def __init__(self, plugin_dir: str, clock: Clock | None = None) -> None:
+    def __init__(self, plugin_dir: str, clock: Clock | None = None, *,
+                 numa_nodes: tuple[int, ...] = (0,),
+                 topology_policy: str = "none") -> None:
         self.pods: list[Any] = []
         # What the runtime runs: (pod UID, container name).
         self.running: set[tuple[str, str]] = set()
         self.clock = clock or Clock()
+        self.affinity = AffinityStore()
 
         async def running() -> set[tuple[str, str]]:
             return set(self.running)
 
         self.manager = DeviceManager(active_pods=lambda: list(self.pods),
                                      sources_ready=lambda: True, running_containers=running,
-                                     plugin_dir=plugin_dir,
+                                     numa_nodes=numa_nodes, plugin_dir=plugin_dir,
+                                     affinity=self.affinity.get_affinity,
                                      grace_period=300.0, clock=self.clock,
                                      housekeeping_period=0.05)
-        # Admission as the kubelet runs it: the topology manager (policy none) asks the
-        # device manager to allocate each container.
+        # Admission as the kubelet runs it: the topology manager asks the device manager
+        # for hints (unless its policy is none) and to allocate each container.
         self.topology = new_topology_manager(
-            policy_name="none", scope_name="container", numa_nodes=lambda: [0],
-            hint_providers=[self.manager], store=AffinityStore())
-        self.changes = 0
-        self.manager.add_listener(self._changed)
+            policy_name=topology_policy, scope_name="container",
+            numa_nodes=list(numa_nodes), hint_providers=[self.manager],
+            store=self.affinity)
         self._task: asyncio.Task[None] | None = None
-
-    def _changed(self) -> None:
-        self.changes += 1
 
     async def start(self) -> None:
         await self.manager.start()
@@ -201,6 +216,15 @@ async def node(plugin_dir: str) -> AsyncIterator[Node]:
     await started.stop()
 
 
+@pytest.fixture
+async def two_numa_node(plugin_dir: str) -> AsyncIterator[Node]:
+    """A machine with NUMA nodes 0 and 1 under the single-numa-node policy."""
+    started = Node(plugin_dir, numa_nodes=(0, 1), topology_policy="single-numa-node")
+    await started.start()
+    yield started
+    await started.stop()
+
+
 async def plugin_on(node: Node, **options: Any) -> FakePlugin:
     plugin = FakePlugin(node.manager.plugin_dir, **options)
     await plugin.start()
@@ -216,7 +240,6 @@ async def plugin_on(node: Node, **options: Any) -> FakePlugin:
 async def test_a_registered_plugin_devices_are_the_node_capacity(node: Node) -> None:
     plugin = await plugin_on(node)
     assert node.manager.get_capacity() == ({RESOURCE: 2}, {RESOURCE: 2}, [])
-    assert node.changes >= 1
     plugin.set_health("dev-2", "Unhealthy")
     await until(lambda: node.manager.get_capacity()[1] == {RESOURCE: 1},
                 what="the unhealthy device out of allocatable")
@@ -260,19 +283,70 @@ def test_extended_resource_names() -> None:
 async def test_a_dead_plugin_leaves_allocatable_at_once_and_capacity_after_grace(
         node: Node) -> None:
     plugin = await plugin_on(node)
-    changes = node.changes
     await plugin.stop()
     await until(lambda: node.manager.get_capacity()[1] == {RESOURCE: 0},
                 what="allocatable dropped to 0")
     assert node.manager.get_capacity() == ({RESOURCE: 2}, {RESOURCE: 0}, [])
-    assert node.changes > changes
     node.clock.now += 299
+    await node.manager.housekeeping()
     assert node.manager.get_capacity() == ({RESOURCE: 2}, {RESOURCE: 0}, [])
     node.clock.now += 2
-    changes = node.changes
-    await until(lambda: node.changes > changes, what="the expiry announced")
+    await node.manager.housekeeping()
+    # Reported removed on every read (the node status keeps it at 0)...
     assert node.manager.get_capacity() == ({}, {}, [RESOURCE])
-    assert node.manager.get_capacity() == ({}, {}, [])
+    assert node.manager.get_capacity() == ({}, {}, [RESOURCE])
+    # ...until the plugin registers again.
+    back = await plugin_on(node)
+    assert node.manager.get_capacity() == ({RESOURCE: 2}, {RESOURCE: 2}, [])
+    await back.stop()
+
+
+def registered_in_checkpoint(node: Node) -> dict[str, list[str]]:
+    with open(node.manager.checkpoint_path) as f:
+        registered: dict[str, list[str]] = json.load(f)["Data"]["RegisteredDevices"]
+    return registered
+
+
+async def test_a_plugin_gone_past_the_grace_period_expires_without_anyone_reading_capacity(
+        node: Node) -> None:
+    # A standalone node: no node status ever calls get_capacity.
+    plugin = await plugin_on(node)
+    await plugin.stop()
+    await until(lambda: node.manager.allocatable() == {RESOURCE: 0}, what="plugin gone")
+    node.clock.now += 301
+    await node.manager.housekeeping()
+    assert registered_in_checkpoint(node) == {}
+    assert node.manager.allocatable() == {}
+
+
+async def test_reading_capacity_changes_nothing(node: Node) -> None:
+    plugin = await plugin_on(node)
+    await plugin.stop()
+    await until(lambda: node.manager.allocatable() == {RESOURCE: 0}, what="plugin gone")
+    node.clock.now += 301
+    before = registered_in_checkpoint(node)
+    # Past the grace period, but before housekeeping ran: a read deletes nothing.
+    node.manager.get_capacity()
+    assert registered_in_checkpoint(node) == before == {RESOURCE: []}
+    assert node.manager.allocatable() == {RESOURCE: 0}
+
+
+async def test_a_plugin_whose_stream_ended_is_not_dialed_again(node: Node) -> None:
+    plugin = await plugin_on(node, pre_start=True)
+    pod = make_pod("a", 1)
+    assert (await node.admit(pod)).admit
+    endpoint = node.manager._registry.endpoint(RESOURCE)
+    assert endpoint is not None and not endpoint.is_closed()
+    await plugin.stop()
+    await until(endpoint.is_closed, what="the stopped plugin's channel closed")
+    # A plugin serving that socket again is not reached through the old endpoint.
+    await plugin.start()
+    with pytest.raises(DeviceAllocationError,
+                       match=f"PreStartContainer rpc failed with err: endpoint {RESOURCE} "
+                             "has been stopped"):
+        await node.manager.device_run_options(pod, pod.spec.containers[0])
+    assert plugin.pre_starts == []
+    await plugin.stop()
 
 
 def sample(name: str) -> float:
@@ -528,4 +602,80 @@ async def test_predicates_see_allocatable_raised_to_what_pods_already_hold(node:
     assert sanitized.status.capacity == {RESOURCE: "2", "cpu": "2"}
     assert sanitized.status.volumes_in_use == ["kubernetes.io/csi/x"]
     assert seen.status.allocatable == {RESOURCE: "0", "cpu": "2"}
+    await plugin.stop()
+
+
+# -- NUMA hints (upstream topology_hints.go) -------------------------------------------------
+
+
+def hint(*nodes: int, preferred: bool = True) -> TopologyHint:
+    return TopologyHint(BitMask.of(*nodes), preferred)
+
+
+async def test_a_device_on_the_second_numa_node_is_hinted_there(
+        two_numa_node: Node) -> None:
+    node = two_numa_node
+    plugin = await plugin_on(node, devices={"dev-1": "Healthy"}, numa={"dev-1": [1]})
+    pod = make_pod("a", 1)
+    assert node.manager.get_topology_hints(pod, pod.spec.containers[0]) == {
+        RESOURCE: [hint(1), hint(0, 1, preferred=False)]}
+    # The topology manager admits it on node 1, and the device is allocated.
+    assert (await node.admit(pod)).admit
+    assert node.affinity.get_affinity("uid-a", "c0") == hint(1)
+    assert plugin.allocations == [["dev-1"]]
+    await plugin.stop()
+
+
+async def test_the_device_of_a_finished_pod_is_hinted_again_once_prepared(
+        two_numa_node: Node) -> None:
+    node = two_numa_node
+    plugin = await plugin_on(node, devices={"dev-1": "Healthy"}, numa={"dev-1": [0]})
+    finished = make_pod("finished", 1)
+    assert (await node.admit(finished)).admit
+    node.pods.remove(finished)  # it ran to completion: no longer active, nothing runs
+    pod = make_pod("next", 1)
+    await node.manager.prepare_for_admission(pod)
+    assert node.manager.get_topology_hints(pod, pod.spec.containers[0]) == {
+        RESOURCE: [hint(0), hint(0, 1, preferred=False)]}
+    assert node.manager.get_pod_topology_hints(pod) == {
+        RESOURCE: [hint(0), hint(0, 1, preferred=False)]}
+    await plugin.stop()
+
+
+async def test_a_pod_asking_for_a_finished_pods_device_is_admitted_on_its_numa_node(
+        two_numa_node: Node) -> None:
+    node = two_numa_node
+    plugin = await plugin_on(node, devices={"dev-1": "Healthy"}, numa={"dev-1": [1]})
+    finished = make_pod("finished", 1)
+    assert (await node.admit(finished)).admit
+    node.pods.remove(finished)
+    assert (await node.admit(make_pod("next", 1))).admit
+    assert node.affinity.get_affinity("uid-next", "c0") == hint(1)
+    assert plugin.allocations == [["dev-1"], ["dev-1"]]
+    await plugin.stop()
+
+
+async def test_a_sidecar_and_an_app_container_need_their_devices_at_once(
+        two_numa_node: Node) -> None:
+    node = two_numa_node
+    plugin = await plugin_on(node, devices={"dev-1": "Healthy", "dev-2": "Healthy"},
+                             numa={"dev-1": [0], "dev-2": [1]})
+    # The sidecar runs beside the init container and the app container: 2 at once,
+    # more than the largest init container (1) or the app containers' sum (1).
+    pod = make_pod("a", 1, sidecars=(1,), init=(1,))
+    assert node.manager.get_pod_topology_hints(pod) == {RESOURCE: [hint(0, 1)]}
+    await plugin.stop()
+
+
+async def test_the_pod_resources_api_gets_one_entry_per_device_and_numa_node(
+        two_numa_node: Node) -> None:
+    node = two_numa_node
+    plugin = await plugin_on(node, devices={"dev-1": "Healthy", "dev-2": "Healthy"},
+                             numa={"dev-1": [0, 1]})
+    assert [tuple(d) for d in node.manager.get_allocatable_devices()] == [
+        (RESOURCE, ["dev-1"], [0]), (RESOURCE, ["dev-1"], [1]), (RESOURCE, ["dev-2"], [])]
+    pod = make_pod("a", 2)
+    await node.manager.allocate(pod, pod.spec.containers[0])
+    assert [tuple(d) for d in node.manager.get_devices("uid-a", "c0")] == [
+        (RESOURCE, ["dev-1"], [0]), (RESOURCE, ["dev-1"], [1]), (RESOURCE, ["dev-2"], [])]
     await plugin.stop()

@@ -35,7 +35,7 @@ from pykubelet.util.iptables import (
     new_iptables,
     wait_flag,
 )
-from tests.unit.kubelet_fakes import build_kubelet
+from tests.unit.kubelet_fakes import new_kubelet
 from tests.unit.waiting import ManualClock, until
 
 BUILTIN = {"filter": ["INPUT", "FORWARD", "OUTPUT"],
@@ -348,10 +348,11 @@ async def test_an_unreadable_version_is_taken_for_the_oldest_with_rule_checks(
     assert '"Error checking iptables version, assuming version at least"' in caplog.text
 
 
-def test_the_kubelet_starts_the_chains_only_when_asked_to(tmp_path: Path) -> None:
-    without = build_kubelet(tmp_path / "off", cluster=None)
-    with_chains = build_kubelet(tmp_path / "on", cluster=None,
-                                iptables_util_chains=IPTablesUtilChains(FakeXtables()))
-    assert "iptables-util-chains" not in [name for name, _ in without.kubelet.tasks()]
-    names = [name for name, _ in with_chains.kubelet.tasks()]
-    assert names[:2] == ["runtime-up", "iptables-util-chains"]
+async def test_the_kubelet_starts_the_chains_only_when_asked_to(tmp_path: Path) -> None:
+    async with new_kubelet(tmp_path / "off",
+                           flags=["--make-iptables-util-chains=false"]) as without:
+        assert "iptables-util-chains" not in [name for name, _ in without.tasks()]
+    async with new_kubelet(tmp_path / "on",
+                           flags=["--make-iptables-util-chains=true"]) as with_chains:
+        names = [name for name, _ in with_chains.tasks()]
+        assert names[:2] == ["runtime-up", "iptables-util-chains"]

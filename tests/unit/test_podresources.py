@@ -16,8 +16,11 @@ from kubernetes_asyncio.client import V1Pod
 
 from pykubelet import metrics
 from pykubelet.api import pod_from_dict
+from pykubelet.api.proto import deviceplugin_v1beta1_pb2 as pluginapi
 from pykubelet.api.proto import podresources_v1_pb2 as pb
 from pykubelet.api.proto import podresources_v1_pb2_grpc as pb_grpc
+from pykubelet.cm.devicemanager import DeviceManager, checkpoint
+from pykubelet.cm.devicemanager.checkpoint import CheckpointData, PodDevicesEntry
 from pykubelet.podresources import (
     DeviceAssignment,
     PodResourcesServer,
@@ -198,3 +201,35 @@ async def test_get_can_be_switched_off_by_its_feature_gate(tmp_path: Path) -> No
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_a_device_on_two_numa_nodes_is_listed_once_per_node(tmp_path: Path) -> None:
+    # The device manager as the kubelet restarts it: a container holds dev-1 (on NUMA
+    # nodes 0 and 1) and dev-2 (no topology), as its checkpoint records.
+    plugin_dir = tmp_path / "device-plugins"
+    plugin_dir.mkdir()
+    answer = pluginapi.ContainerAllocateResponse().SerializeToString()
+    checkpoint.write(str(plugin_dir / checkpoint.CHECKPOINT_NAME), CheckpointData(
+        [PodDevicesEntry("u1", "app", "example.com/resource",
+                         {0: ["dev-1"], 1: ["dev-1"], -1: ["dev-2"]}, answer)],
+        {"example.com/resource": []}))
+    node = Node(pods=[pod("gpu", "u1")])
+    devices = DeviceManager(active_pods=node.active_pods, sources_ready=lambda: True,
+                            numa_nodes=[0, 1], plugin_dir=str(plugin_dir))
+    await devices.start()
+    socket = pod_resources_socket(str(tmp_path))
+    ready = asyncio.Event()
+    task = asyncio.create_task(serve_pod_resources(
+        PodResourcesServer(Providers(node, devices, node)), socket, serving=ready.set))
+    await ready.wait()
+    async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
+        listed = await pb_grpc.PodResourcesListerStub(channel).List(
+            pb.ListPodResourcesRequest())
+    [container] = listed.pod_resources[0].containers
+    assert [(list(d.device_ids), [n.ID for n in d.topology.nodes], d.HasField("topology"))
+            for d in container.devices] == [
+        (["dev-1"], [0], True), (["dev-1"], [1], True), (["dev-2"], [], False)]
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await devices.stop()

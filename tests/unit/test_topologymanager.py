@@ -191,20 +191,31 @@ def test_the_none_policy_merges_nothing_and_admits() -> None:
 # --- the admit handler ----------------------------------------------------------------------------
 
 class FakeProvider:
-    """A hint provider that answers from a table and records what it was asked to allocate."""
+    """A hint provider that answers from a table and records what it was asked to allocate
+    (``calls``) and, when given ``asked``, each preparation and question for hints."""
 
     def __init__(self, name: str, calls: list[str], store: AffinityStore, *,
                  hints: dict[str, ProviderHints] | None = None,
-                 pod_hints: ProviderHints = None, fail_on: str = "") -> None:
+                 pod_hints: ProviderHints = None, fail_on: str = "",
+                 asked: list[str] | None = None, fail_preparing: bool = False) -> None:
         self.name, self.calls, self.store = name, calls, store
         self.hints = hints or {}
         self.pod_hints = pod_hints
         self.fail_on = fail_on
+        self.asked = asked if asked is not None else []
+        self.fail_preparing = fail_preparing
+
+    async def prepare_for_admission(self, pod: V1Pod) -> None:
+        self.asked.append(f"{self.name}:prepare {pod.metadata.name}")
+        if self.fail_preparing:
+            raise RuntimeError("the runtime did not answer")
 
     def get_topology_hints(self, pod: V1Pod, container: V1Container) -> ProviderHints:
+        self.asked.append(f"{self.name}:hints {container.name}")
         return self.hints.get(container.name)
 
     def get_pod_topology_hints(self, pod: V1Pod) -> ProviderHints:
+        self.asked.append(f"{self.name}:pod hints")
         return self.pod_hints
 
     async def allocate(self, pod: V1Pod, container: V1Container) -> None:
@@ -223,8 +234,7 @@ def a_pod(name: str, *containers: str, init: Sequence[str] = ()) -> Any:
 def manager(policy: str, providers: Sequence[FakeProvider], store: AffinityStore, *,
             scope: str = "container", numa_nodes: Sequence[int] = TWO_NODES) -> TopologyManager:
     return new_topology_manager(policy_name=policy, scope_name=scope,
-                                numa_nodes=lambda: numa_nodes, hint_providers=providers,
-                                store=store)
+                                numa_nodes=numa_nodes, hint_providers=providers, store=store)
 
 
 async def test_containers_are_merged_and_allocated_in_order_init_first() -> None:
@@ -273,7 +283,7 @@ async def test_the_none_policy_only_allocates_and_stores_no_affinity() -> None:
     store = AffinityStore()
     cpus = FakeProvider("cpu", calls, store, hints={"app": {"cpu": []}})
     handler = manager("none", [cpus], store, scope="pod",
-                      numa_nodes=range(10))  # never read under none
+                      numa_nodes=range(10))  # not merged over under none: no limit
     assert (await handler.admit(PodAdmitAttributes(a_pod("p", "app")))).admit
     assert calls == ["cpu:app@-"]
     assert handler.get_affinity("p", "app") == TopologyHint(None, False)
@@ -291,6 +301,35 @@ async def test_pod_scope_merges_once_and_gives_every_container_the_same_affinity
     result = await manager("restricted", [refusing], store, scope="pod").admit(
         PodAdmitAttributes(a_pod("q", "a")))
     assert result.reason == "TopologyAffinityError"
+
+
+@pytest.mark.parametrize(("policy", "scope", "hints_asked"), [
+    ("best-effort", "container", ["gpu:hints init", "cpu:hints init",
+                                  "gpu:hints app", "cpu:hints app"]),
+    ("restricted", "pod", ["gpu:pod hints", "cpu:pod hints"]),
+    ("none", "container", []),
+])
+async def test_every_provider_prepares_in_order_before_any_is_asked_for_hints(
+        policy: str, scope: str, hints_asked: list[str]) -> None:
+    """So no provider's hints count what a gone pod still holds in another provider."""
+    asked: list[str] = []
+    store = AffinityStore()
+    providers = [FakeProvider(name, [], store, asked=asked) for name in ("gpu", "cpu")]
+    handler = manager(policy, providers, store, scope=scope)
+    assert (await handler.admit(PodAdmitAttributes(a_pod("p", "app", init=["init"])))).admit
+    assert asked == ["gpu:prepare p", "cpu:prepare p", *hints_asked]
+
+
+async def test_a_provider_that_cannot_prepare_does_not_refuse_the_pod() -> None:
+    asked: list[str] = []
+    calls: list[str] = []
+    store = AffinityStore()
+    broken = FakeProvider("gpu", calls, store, asked=asked, fail_preparing=True)
+    cpus = FakeProvider("cpu", calls, store, asked=asked, hints={"app": {"cpu": [hint(1)]}})
+    handler = manager("single-numa-node", [broken, cpus], store)
+    assert (await handler.admit(PodAdmitAttributes(a_pod("p", "app")))).admit
+    assert asked[:2] == ["gpu:prepare p", "cpu:prepare p"]
+    assert calls == ["gpu:app@[1]", "cpu:app@[1]"]
 
 
 async def test_the_affinities_of_gone_pods_are_dropped_at_the_next_admission() -> None:

@@ -4,7 +4,8 @@
   and has the policy check it; a mismatch stops the kubelet.
 - It is one of the topology manager's hint providers (upstream's
   ``GetTopologyHints``, ``GetPodTopologyHints``, ``Allocate``): at admission the
-  topology manager asks where a container's exclusive CPUs could come from, merges
+  topology manager first has it release what gone pods hold (``prepare_for_admission``),
+  then asks where a container's exclusive CPUs could come from, merges
   that with the other providers' answers, stores the chosen NUMA affinity in the
   ``AffinityStore`` this manager reads, then has it allocate (a failure rejects the
   pod with ``UnexpectedAdmissionError``).
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from cri_api.v1 import api_pb2
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet.api import init_then_app_containers, pod_uid
 from pykubelet.api.quantity import QuantityError, cpu_to_millis
 from pykubelet.cm.cpumanager import cpuset
 from pykubelet.cm.cpumanager.cpuset import CPUSet, CPUSetError
@@ -43,12 +45,7 @@ from pykubelet.cm.cpumanager.policy_static import (
     StaticPolicy,
 )
 from pykubelet.cm.cpumanager.state import CHECKPOINT_NAME, CPUState, StateError
-from pykubelet.cm.cpumanager.topology import (
-    CPUTopology,
-    TopologyError,
-    discover,
-    take_by_topology,
-)
+from pykubelet.cm.cpumanager.topology import CPUTopology, TopologyError, take_by_topology
 from pykubelet.cm.topologymanager import AffinityStore
 from pykubelet.cm.topologymanager.policy import ProviderHints
 from pykubelet.container import ContainerState, PodStatus
@@ -96,32 +93,33 @@ class CPUManager:
         self._started = True
 
     # -- admission (the topology manager's hint provider) and container creation -------
-    # Each first releases what gone pods hold (the pod being admitted counts as active),
-    # so hints and allocation see every CPU that is free.
+
+    async def prepare_for_admission(self, pod: V1Pod) -> None:
+        """Release what gone pods hold (the pod being admitted counts as active), so the
+        hints that follow see every CPU that is free."""
+        self.remove_stale_state(admitting=pod)
 
     def get_topology_hints(self, pod: V1Pod, container: V1Container) -> ProviderHints:
-        self.remove_stale_state(admitting=pod)
         return self.policy.get_topology_hints(self.state, pod, container)
 
     def get_pod_topology_hints(self, pod: V1Pod) -> ProviderHints:
-        self.remove_stale_state(admitting=pod)
         return self.policy.get_pod_topology_hints(self.state, pod)
 
     async def allocate(self, pod: V1Pod, container: V1Container) -> None:
         """Exclusive CPUs for the container, on its stored NUMA affinity when it has one.
 
         Raises ``TopologyError`` (not enough CPUs) or ``OSError`` (the checkpoint). Runs
-        to completion without waiting: no other admission interleaves with it.
+        to completion without waiting: no other admission interleaves with it. Releases
+        what gone pods hold first, as upstream's ``Allocate`` does (under the topology
+        policy ``none`` no hints were asked).
         """
         self.remove_stale_state(admitting=pod)
-        uid = (pod.metadata.uid if pod.metadata is not None else None) or ""
-        hint = self._affinity.get_affinity(uid, container.name or "")
+        hint = self._affinity.get_affinity(pod_uid(pod), container.name or "")
         self.policy.allocate(self.state, pod, container, hint.affinity)
 
     def cpuset_for(self, pod: V1Pod, container_name: str) -> str:
         """The cpuset a new container is created with ("" for none)."""
-        uid = (pod.metadata.uid if pod.metadata is not None else None) or ""
-        return cpuset.format(self.state.cpu_set_or_default(uid, container_name))
+        return cpuset.format(self.state.cpu_set_or_default(pod_uid(pod), container_name))
 
     # -- what the pod-resources API reports ---------------------------------------------
 
@@ -137,17 +135,14 @@ class CPUManager:
     def remove_stale_state(self, admitting: V1Pod | None = None) -> None:
         """Release what pods no longer active hold (once every source is ready); the pod
         being admitted counts as active (after a restart its assignment is restored).
-        Upstream does this at each hint, allocation and reconcile; with nothing assigned
+        Upstream does this at each admission, allocation and reconcile; with nothing assigned
         (always so under the none policy) there is nothing to walk the pods for."""
         if not self.state.assignments or not self._sources_ready():
             return
         active: set[tuple[str, str]] = set()
         for pod in [*self._active_pods(), *([admitting] if admitting is not None else [])]:
-            uid = (pod.metadata.uid if pod.metadata is not None else None) or ""
-            spec = pod.spec
-            for container in ([*(spec.init_containers or []), *(spec.containers or [])]
-                              if spec is not None else []):
-                active.add((uid, container.name or ""))
+            active.update((pod_uid(pod), container.name or "")
+                          for container in init_then_app_containers(pod))
         for uid, containers in list(self.state.assignments.items()):
             for name in list(containers):
                 if (uid, name) not in active:
@@ -160,11 +155,11 @@ class CPUManager:
         self.remove_stale_state()
         running: set[str] = set()
         for pod in self._active_pods():
-            uid = (pod.metadata.uid if pod.metadata is not None else None) or ""
+            uid = pod_uid(pod)
             status = self._pod_status(uid)
-            if status is None or pod.spec is None:
+            if status is None:
                 continue
-            for container in [*(pod.spec.init_containers or []), *pod.spec.containers]:
+            for container in init_then_app_containers(pod):
                 found = status.find_container_status(container.name or "")
                 if found is None or found.state != ContainerState.RUNNING:
                     continue
@@ -236,24 +231,21 @@ def new_cpu_manager(*, policy_name: str, root_dir: str, reserved_system_cpus: st
                     active_pods: Callable[[], list[V1Pod]],
                     pod_status: Callable[[str], PodStatus | None],
                     sources_ready: Callable[[], bool], affinity: AffinityStore,
-                    topology: Callable[[], CPUTopology] = discover) -> CPUManager:
+                    topology: CPUTopology) -> CPUManager:
     """Upstream ``NewManager``: the policy on the machine's topology; reads no state yet.
 
-    ``affinity`` is the topology manager's store of the NUMA affinity chosen for each
-    container, which allocation follows.
+    ``topology`` is the machine as the kubelet read it once at start (``discover``);
+    only the static policy uses it. ``affinity`` is the topology manager's store of the
+    NUMA affinity chosen for each container, which allocation follows.
     """
     policy: Policy
     if policy_name == POLICY_STATIC:
-        try:
-            machine = topology()
-        except TopologyError as err:
-            raise CPUManagerError(f"failed to create cpu manager: {err}") from err
         reserved = reserved_cpus(reserved_system_cpus=reserved_system_cpus,
                                  kube_reserved=kube_reserved, system_reserved=system_reserved,
-                                 topology=machine)
+                                 topology=topology)
         klog.info("Reserved CPUs not available for exclusive assignment",
                   reservedSize=len(reserved), reserved=cpuset.format(reserved))
-        policy = StaticPolicy(machine, reserved)
+        policy = StaticPolicy(topology, reserved)
     elif policy_name == POLICY_NONE:
         policy = NonePolicy()
     else:

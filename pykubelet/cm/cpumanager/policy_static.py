@@ -3,11 +3,18 @@
 ``static``: a container of a Guaranteed pod whose cpu request is a whole number of
 CPUs gets that many CPUs of its own, taken out of the shared pool (the state's
 default set); every other container runs on the shared pool. The reserved CPUs
-are never handed out, so they stay in the shared pool. An app container may
-reuse the CPUs its pod's (non-sidecar) init containers held, since those have
-finished before it starts. A restored state must still account for exactly the
-machine's CPUs with the reserved ones shared, or the kubelet stops (upstream's
-``validateState`` messages).
+are never handed out, so they stay in the shared pool. A restored state must still
+account for exactly the machine's CPUs with the reserved ones shared, or the kubelet
+stops (upstream's ``validateState`` messages).
+
+Reuse (upstream's ``cpusToReuse``): a regular init container has finished before the
+next container of its pod starts, so every later container, init or app, may take
+the CPUs it held; two init containers of 2 CPUs and an app container of 2 fit in 3
+CPUs. A sidecar (restartable init container) keeps running beside what starts after
+it, so its CPUs are never reusable, and neither are what an app container took.
+Upstream keeps that set in memory for the pod being admitted; here it is worked out
+from the state (the pod's init containers' CPUs less its other containers'), which
+gives the same set during an admission and also after a restart.
 
 Topology hints (upstream ``GetTopologyHints``/``generateCPUTopologyHints``): for a
 container with exclusive CPUs to get, one hint per set of NUMA nodes whose free
@@ -28,6 +35,7 @@ from typing import Protocol
 
 from kubernetes_asyncio.client import V1Container, V1Pod
 
+from pykubelet.api import init_then_app_containers, is_restartable_init_container, pod_uid
 from pykubelet.api.qos import GUARANTEED, container_requests, get_pod_qos
 from pykubelet.api.quantity import QuantityError, cpu_to_millis
 from pykubelet.cm.cpumanager import cpuset
@@ -116,7 +124,7 @@ def pod_guaranteed_cpus(pod: V1Pod) -> int:
     by_init = by_sidecars = 0
     for init in spec.init_containers or []:
         cpus = guaranteed_cpus(pod, init)
-        if init.restart_policy == "Always":
+        if is_restartable_init_container(init):
             by_sidecars += cpus
         else:
             by_init = max(by_init, by_sidecars + cpus)
@@ -124,16 +132,10 @@ def pod_guaranteed_cpus(pod: V1Pod) -> int:
     return max(by_init, by_apps + by_sidecars)
 
 
-def _uid(pod: V1Pod) -> str:
-    return (pod.metadata.uid if pod.metadata is not None else None) or ""
-
-
-def _is_regular_init(pod: V1Pod, name: str) -> bool:
-    """An init container that runs to completion (not a restartable sidecar)."""
-    for init in (pod.spec.init_containers if pod.spec is not None else None) or []:
-        if init.name == name:
-            return init.restart_policy != "Always"
-    return False
+def _regular_init_names(pod: V1Pod) -> set[str]:
+    """The init containers that run to completion (not restartable sidecars)."""
+    inits = (pod.spec.init_containers or []) if pod.spec is not None else []
+    return {init.name or "" for init in inits if not is_restartable_init_container(init)}
 
 
 class StaticPolicy:
@@ -176,24 +178,22 @@ class StaticPolicy:
         requested = guaranteed_cpus(pod, container)
         if requested == 0:
             return None
-        name = container.name or ""
-        held = state.cpu_set(_uid(pod), name)
+        held = state.cpu_set(pod_uid(pod), container.name or "")
         if held is not None:
             if len(held) != requested:
                 # Held CPUs that are not what is asked now: a preference nothing can meet.
                 return {RESOURCE_CPU: []}
             return {RESOURCE_CPU: self._hints(held, frozenset(), requested)}
-        return {RESOURCE_CPU: self._hints(self._available(state),
-                                          self._reusable(state, pod, name), requested)}
+        return {RESOURCE_CPU: self._hints(self._available(state), self._reusable(state, pod),
+                                          requested)}
 
     def get_pod_topology_hints(self, state: CPUState, pod: V1Pod) -> ProviderHints:
         requested = pod_guaranteed_cpus(pod)
         if requested == 0:
             return None
         held_by_pod: CPUSet = frozenset()
-        spec = pod.spec
-        for container in [*(spec.init_containers or []), *(spec.containers or [])]:
-            held = state.cpu_set(_uid(pod), container.name or "")
+        for container in init_then_app_containers(pod):
+            held = state.cpu_set(pod_uid(pod), container.name or "")
             if held is None:
                 continue
             if len(held) != guaranteed_cpus(pod, container):
@@ -201,7 +201,7 @@ class StaticPolicy:
             held_by_pod |= held
         if len(held_by_pod) == requested:
             return {RESOURCE_CPU: self._hints(held_by_pod, frozenset(), requested)}
-        reusable = self._reusable(state, pod, "") | held_by_pod
+        reusable = self._reusable(state, pod) | held_by_pod
         return {RESOURCE_CPU: self._hints(self._available(state), reusable, requested)}
 
     def _available(self, state: CPUState) -> CPUSet:
@@ -229,11 +229,10 @@ class StaticPolicy:
                  affinity: BitMask | None) -> None:
         count = guaranteed_cpus(pod, container)
         name = container.name or ""
-        uid = _uid(pod)
+        uid = pod_uid(pod)
         if count == 0 or state.cpu_set(uid, name) is not None:
             return
-        reusable = self._reusable(state, pod, name)
-        assignable = self._available(state) | reusable
+        assignable = self._available(state) | self._reusable(state, pod)
         cpus: CPUSet = frozenset()
         if affinity is not None:
             aligned = assignable & self.topology.numa_node_cpus(affinity.bits())
@@ -242,16 +241,17 @@ class StaticPolicy:
         state.set_cpu_set(uid, name, cpus)
         state.set_default_cpu_set(state.default_cpu_set - cpus)
 
-    def _reusable(self, state: CPUState, pod: V1Pod, name: str) -> CPUSet:
-        """CPUs of the pod's finished-by-then init containers that no app container holds."""
-        if _is_regular_init(pod, name):
-            return frozenset()
-        held = state.assignments.get(_uid(pod), {})
-        from_init = frozenset().union(*(cpus for other, cpus in held.items()
-                                        if _is_regular_init(pod, other)))
-        in_use = frozenset().union(*(cpus for other, cpus in held.items()
-                                     if not _is_regular_init(pod, other)))
-        return from_init - in_use
+    def _reusable(self, state: CPUState, pod: V1Pod) -> CPUSet:
+        """What the pod's next container may take besides the free CPUs: what its regular
+        init containers held (finished by the time it starts), less what its sidecars and
+        app containers hold (they keep running)."""
+        held = state.assignments.get(pod_uid(pod), {})
+        regular_init = _regular_init_names(pod)
+        finished: CPUSet = frozenset().union(
+            *(cpus for name, cpus in held.items() if name in regular_init))
+        running: CPUSet = frozenset().union(
+            *(cpus for name, cpus in held.items() if name not in regular_init))
+        return finished - running
 
     def remove_container(self, state: CPUState, pod_uid: str, container: str) -> None:
         cpus = state.cpu_set(pod_uid, container)

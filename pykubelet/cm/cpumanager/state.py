@@ -6,7 +6,9 @@ kubelet and the Go one: ``{"policyName", "defaultCpuSet", "entries": {pod UID:
 JSON. The checksum is upstream's ``checkpointmanager/checksum``: FNV-32a over the
 go-spew ``%#v`` rendering of the checkpoint struct (sorted map keys, checksum field
 0), reproduced by ``checksum`` and checked against upstream's own test vectors. A
-checksum of 0 is accepted unverified, as upstream accepts it.
+checksum of 0 is accepted unverified, as upstream accepts it. Reading and the
+atomic, flushed write are ``pykubelet.cm.checkpoint``'s, shared with the device
+manager's checkpoint.
 
 A file that cannot be read back, or was written by another policy, stops the
 kubelet with upstream's message: the node must be drained and the file deleted.
@@ -15,9 +17,9 @@ kubelet with upstream's message: the node must be drained and the file deleted.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 
+from pykubelet.cm.checkpoint import go_spew_checksum, read_checkpoint, write_checkpoint
 from pykubelet.cm.cpumanager import cpuset
 from pykubelet.cm.cpumanager.cpuset import CPUSet, CPUSetError
 
@@ -25,8 +27,6 @@ CHECKPOINT_NAME = "cpu_manager_state"
 
 # Upstream's checkpoint struct and field types as go-spew names them.
 _SPEW_TYPE = "*state.CPUManagerCheckpoint"
-_FNV32_OFFSET = 0x811C9DC5
-_FNV32_PRIME = 0x01000193
 
 
 class StateError(Exception):
@@ -43,10 +43,7 @@ def checksum(policy_name: str, default_cpu_set: str,
             f"DefaultCPUSet:(string){default_cpu_set} "
             f"Entries:(map[string]map[string]string)map[{rendered_entries}] "
             f"Checksum:(checksum.Checksum)0}}")
-    value = _FNV32_OFFSET
-    for byte in text.encode():
-        value = ((value ^ byte) * _FNV32_PRIME) & 0xFFFFFFFF
-    return value
+    return go_spew_checksum(text)
 
 
 def _field(data: dict[str, object], name: str, default: object) -> object:
@@ -92,13 +89,12 @@ class CPUState:
     def restore(self) -> None:
         """Read the checkpoint, or write a fresh one when there is none."""
         try:
-            with open(self.path, "rb") as f:
-                blob = f.read()
-        except FileNotFoundError:
-            self.store()
-            return
+            blob = read_checkpoint(self.path)
         except OSError as err:
             raise self._restore_error(str(err)) from err
+        if blob is None:
+            self.store()
+            return
         try:
             self._load(blob)
         except (ValueError, CPUSetError) as err:
@@ -146,7 +142,7 @@ class CPUState:
         self.assignments = assignments
 
     def store(self) -> None:
-        """Write the checkpoint whole (a temporary file renamed over the old one)."""
+        """Write the checkpoint whole: a crash leaves the old file or the new one."""
         default = cpuset.format(self.default_cpu_set)
         entries = {pod: {name: cpuset.format(cpus) for name, cpus in sorted(containers.items())}
                    for pod, containers in sorted(self.assignments.items())}
@@ -154,7 +150,4 @@ class CPUState:
         if entries:
             document["entries"] = entries
         document["checksum"] = checksum(self.policy_name, default, entries)
-        temporary = self.path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write(json.dumps(document, separators=(",", ":")))
-        os.replace(temporary, self.path)
+        write_checkpoint(self.path, json.dumps(document, separators=(",", ":")).encode())

@@ -4,12 +4,16 @@ Upstream builds its ``CPUTopology`` from cadvisor's machine info, which reads
 ``/sys/devices/system/cpu/cpuN/topology`` (``core_id``, ``physical_package_id``)
 for every online CPU and the NUMA node each belongs to from
 ``/sys/devices/system/node/nodeN`` (a kernel without NUMA has no such directory,
-and cadvisor then counts each socket as a node); ``discover`` reads the same files.
-The NUMA nodes are also what the topology manager's hints are made of. ``take_by_topology`` is
-upstream's packed ``takeByTopology`` (``cpu_assignment.go``) for machines with one
-NUMA node per socket: whole free sockets first, then whole free cores, then single
-CPUs from the fullest cores, so that exclusive CPUs share as few cores with others
-as possible. On a single-socket machine without SMT it takes the lowest free ids.
+and cadvisor then counts each socket as a node); ``discover`` reads the same files,
+under a root that tests point at a fake machine. The kubelet reads the machine once,
+at start, and hands the value to the CPU manager (the static policy's CPUs) and the
+topology manager (its NUMA nodes, what every hint is made of).
+
+``take_by_topology`` is upstream's packed ``takeByTopology`` (``cpu_assignment.go``)
+for machines with one NUMA node per socket: whole free sockets first, then whole
+free cores, then single CPUs from the fullest cores, so that exclusive CPUs share as
+few cores with others as possible. On a single-socket machine without SMT it takes
+the lowest free ids.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from dataclasses import dataclass
 from pykubelet.cm.cpumanager import cpuset
 from pykubelet.cm.cpumanager.cpuset import CPUSet
 
-SYS_CPU_DIR = "/sys/devices/system/cpu"
-SYS_NODE_DIR = "/sys/devices/system/node"
+SYS_CPU_DIR = "sys/devices/system/cpu"
+SYS_NODE_DIR = "sys/devices/system/node"
 
 
 class TopologyError(Exception):
@@ -64,8 +68,12 @@ class CPUTopology:
         return next(info for info in self.cpus if info.cpu == cpu)
 
 
-def discover(sys_cpu_dir: str = SYS_CPU_DIR, sys_node_dir: str = SYS_NODE_DIR) -> CPUTopology:
-    """The online CPUs with their core, socket and NUMA node, from sysfs."""
+def discover(host_root: str = "/") -> CPUTopology:
+    """The online CPUs with their core, socket and NUMA node, from ``<host_root>/sys``.
+
+    ``host_root`` is "/" on a node; tests give a fake machine's tree."""
+    sys_cpu_dir = os.path.join(host_root, SYS_CPU_DIR)
+    sys_node_dir = os.path.join(host_root, SYS_NODE_DIR)
     try:
         numa = _numa_nodes_of_cpus(sys_node_dir)
         with open(os.path.join(sys_cpu_dir, "online"), encoding="ascii") as f:

@@ -1,10 +1,11 @@
 """The device plugin manager (upstream ``pkg/kubelet/cm/devicemanager``).
 
 ``server`` is the registration server on ``kubelet.sock``, ``endpoint`` one
-registered plugin, ``pod_devices`` which container holds which devices,
-``checkpoint`` the ``kubelet_internal_checkpoint`` file, and ``manager`` the
-``DeviceManager`` the kubelet holds: node capacity, allocation at admission, the
-containers' device options, and what the pod-resources API reports.
+registered plugin, ``registry`` the registered plugins and their devices (health,
+capacity, expiry), ``allocator`` which devices a container gets, ``topology_hints``
+the NUMA hints (pure functions), ``pod_devices`` which container holds which
+devices, ``checkpoint`` the ``kubelet_internal_checkpoint`` file, and ``manager``
+the ``DeviceManager`` facade the kubelet holds.
 """
 
 from pykubelet.cm.devicemanager.checkpoint import CHECKPOINT_NAME

@@ -15,25 +15,23 @@ The checksum is upstream's: FNV-32a over the go-spew ``%#v`` rendering of the
 ``Data`` struct (map keys sorted, byte slices as decimal numbers), reproduced by
 ``checksum`` and checked against checkpoints written by upstream kubelets. A file
 whose checksum does not match is refused (upstream's ``ErrCorruptCheckpoint``).
+Reading and the atomic, flushed write are ``pykubelet.cm.checkpoint``'s, shared
+with the CPU manager's checkpoint.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from pykubelet.cm.checkpoint import go_spew_checksum, read_checkpoint, write_checkpoint
 
 CHECKPOINT_NAME = "kubelet_internal_checkpoint"
 # Devices without topology are recorded under this NUMA node (upstream nodeWithoutTopology).
 NODE_WITHOUT_TOPOLOGY = -1
-
-_FNV32_OFFSET = 0x811C9DC5
-_FNV32_PRIME = 0x01000193
 
 
 class CheckpointError(Exception):
@@ -81,10 +79,7 @@ def checksum(data: CheckpointData) -> int:
                           for name, ids in sorted(data.registered.items()))
     text = ("(checkpoint.checkpointData){PodDeviceEntries:([]checkpoint.PodDevicesEntry)"
             f"{entries} RegisteredDevices:(map[string][]string)map[{registered}]}}")
-    value = _FNV32_OFFSET
-    for byte in text.encode():
-        value = ((value ^ byte) * _FNV32_PRIME) & 0xFFFFFFFF
-    return value
+    return go_spew_checksum(text)
 
 
 def encode(data: CheckpointData) -> bytes:
@@ -140,30 +135,15 @@ def decode(blob: bytes, path: str) -> CheckpointData:
 def read(path: str) -> CheckpointData | None:
     """The checkpoint at ``path``; None when there is none."""
     try:
-        with open(path, "rb") as f:
-            blob = f.read()
-    except FileNotFoundError:
-        return None
+        blob = read_checkpoint(path)
     except OSError as err:
         raise CheckpointError(f"cannot read checkpoint {path}: {err}") from err
-    return decode(blob, path)
+    return decode(blob, path) if blob is not None else None
 
 
 def write(path: str, data: CheckpointData) -> None:
     """Replace the checkpoint atomically (a crash leaves the old or the new one)."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{CHECKPOINT_NAME}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(encode(data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_checkpoint(path, encode(data))
 
 
 __all__ = ["CHECKPOINT_NAME", "NODE_WITHOUT_TOPOLOGY", "CheckpointData", "CheckpointError",

@@ -3,10 +3,15 @@
 
 The kubelet dials the plugin's socket, reads its options, and follows ``ListAndWatch``
 for as long as the stream lasts; the allocation calls go over the same channel. An
-endpoint whose stream ended is *stopped*: its calls fail with upstream's
-"endpoint ... has been stopped", and once ``ENDPOINT_STOP_GRACE_PERIOD`` has passed its
-resource is dropped from the node. An endpoint restored from the checkpoint at start
-is stopped from the outset, waiting for its plugin to register again.
+endpoint whose stream ended is *stopped* and its channel closed (a plugin that never
+comes back is not dialed again; one that does registers anew and gets a new
+endpoint): its calls fail with upstream's "endpoint ... has been stopped", and once
+``ENDPOINT_STOP_GRACE_PERIOD`` has passed its resource is dropped from the node. An
+endpoint restored from the checkpoint at start is stopped from the outset, waiting
+for its plugin to register again.
+
+A failed call reaches the admit handler and the container start as
+``DeviceAllocationError``, in upstream's words (``plugin_call``).
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
@@ -34,6 +39,30 @@ DIAL_TIMEOUT = 10.0
 class EndpointStoppedError(Exception):
     def __init__(self, resource: str) -> None:
         super().__init__(f"endpoint {resource} has been stopped")
+
+
+class DeviceAllocationError(Exception):
+    """A container's devices cannot be allocated (or readied); the message is upstream's."""
+
+
+def rpc_error_text(err: grpc.aio.AioRpcError) -> str:
+    """A gRPC error as Go's client prints it."""
+    code = "".join(word.capitalize() for word in err.code().name.split("_"))
+    return f"rpc error: code = {code} desc = {err.details()}"
+
+
+_Answer = TypeVar("_Answer")
+
+
+async def plugin_call(rpc: str, call: Awaitable[_Answer]) -> _Answer:
+    """A plugin's answer, or ``DeviceAllocationError`` in upstream's words for that RPC."""
+    try:
+        return await call
+    except grpc.aio.AioRpcError as err:
+        raise DeviceAllocationError(
+            f"device plugin {rpc} rpc failed with err: {rpc_error_text(err)}") from err
+    except EndpointStoppedError as err:
+        raise DeviceAllocationError(f"device plugin {rpc} rpc failed with err: {err}") from err
 
 
 class Endpoint:
@@ -89,8 +118,14 @@ class Endpoint:
     def stop_grace_period_expired(self, grace_period: float) -> bool:
         return self.stop_time is not None and self._clock() - self.stop_time > grace_period
 
+    def is_closed(self) -> bool:
+        """Whether the channel is gone (nothing dials the plugin any more)."""
+        return self._channel is None
+
     async def close(self) -> None:
+        """Stop the endpoint and close its channel; its calls fail from now on."""
         self.set_stopped()
+        self._stub = None
         if self._channel is not None:
             channel, self._channel = self._channel, None
             await channel.close()
@@ -126,4 +161,5 @@ class Endpoint:
 
 
 __all__ = ["DIAL_TIMEOUT", "ENDPOINT_STOP_GRACE_PERIOD", "PRE_START_CONTAINER_TIMEOUT",
-           "Endpoint", "EndpointStoppedError"]
+           "DeviceAllocationError", "Endpoint", "EndpointStoppedError", "plugin_call",
+           "rpc_error_text"]

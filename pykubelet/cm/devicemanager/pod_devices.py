@@ -34,9 +34,6 @@ class PodDevices:
     def pods(self) -> set[str]:
         return set(self._devs)
 
-    def has_pod(self, pod_uid: str) -> bool:
-        return pod_uid in self._devs
-
     def insert(self, pod_uid: str, container: str, resource: str,
                by_numa: dict[int, list[str]],
                response: pluginapi.ContainerAllocateResponse) -> None:
@@ -51,6 +48,15 @@ class PodDevices:
         """The devices of ``resource`` the container holds; None when it holds none."""
         allocation = self._devs.get(pod_uid, {}).get(container, {}).get(resource)
         return allocation.ids() if allocation is not None else None
+
+    def pod_devices(self, pod_uid: str, resource: str) -> set[str]:
+        """The devices of ``resource`` any container of the pod holds."""
+        held: set[str] = set()
+        for resources in self._devs.get(pod_uid, {}).values():
+            allocation = resources.get(resource)
+            if allocation is not None:
+                held |= allocation.ids()
+        return held
 
     def container_allocations(self, pod_uid: str,
                               container: str) -> dict[str, DeviceAllocation]:

@@ -6,7 +6,7 @@ the store of chosen hints, ``topology_manager`` the admit handler the kubelet ho
 """
 
 from pykubelet.cm.topologymanager.bitmask import BitMask
-from pykubelet.cm.topologymanager.policy import TopologyHint
+from pykubelet.cm.topologymanager.policy import ANY_NODE_NOT_PREFERRED, TopologyHint
 from pykubelet.cm.topologymanager.scope import AffinityStore, HintProvider
 from pykubelet.cm.topologymanager.topology_manager import (
     TopologyManager,
@@ -14,5 +14,5 @@ from pykubelet.cm.topologymanager.topology_manager import (
     new_topology_manager,
 )
 
-__all__ = ["AffinityStore", "BitMask", "HintProvider", "TopologyHint", "TopologyManager",
-           "TopologyManagerError", "new_topology_manager"]
+__all__ = ["ANY_NODE_NOT_PREFERRED", "AffinityStore", "BitMask", "HintProvider",
+           "TopologyHint", "TopologyManager", "TopologyManagerError", "new_topology_manager"]

@@ -55,8 +55,12 @@ class TopologyHint:
 # One provider's answer: resource name -> its hints (see the module docstring for None).
 ProviderHints = Mapping[str, Sequence[TopologyHint] | None] | None
 
+# "Any node", preferred: a provider that does not care where the container lands.
 NO_PREFERENCE = TopologyHint(None, True)
-UNSATISFIABLE = TopologyHint(None, False)
+# "Any node", not preferred: a resource no node set can meet (``restricted`` and
+# ``single-numa-node`` refuse it), and the affinity of a container none was stored for
+# (upstream's zero ``TopologyHint``).
+ANY_NODE_NOT_PREFERRED = TopologyHint(None, False)
 
 
 def filter_providers_hints(providers_hints: Sequence[ProviderHints]) -> list[list[TopologyHint]]:
@@ -75,7 +79,7 @@ def filter_providers_hints(providers_hints: Sequence[ProviderHints]) -> list[lis
             elif not resource_hints:
                 klog.v(4).info("Hint Provider has no possible NUMA affinities for resource",
                                resource=resource)
-                per_resource.append([UNSATISFIABLE])
+                per_resource.append([ANY_NODE_NOT_PREFERRED])
             else:
                 per_resource.append(list(resource_hints))
     return per_resource
@@ -170,7 +174,7 @@ class NonePolicy:
     name = POLICY_NONE
 
     def merge(self, providers_hints: Sequence[ProviderHints]) -> tuple[TopologyHint, bool]:
-        return TopologyHint(None, False), True
+        return ANY_NODE_NOT_PREFERRED, True
 
 
 @dataclass(frozen=True)

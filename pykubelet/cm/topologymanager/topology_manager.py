@@ -1,24 +1,25 @@
 """The topology manager as the kubelet holds it (upstream ``topology_manager.go``).
 
 It is the kubelet's resource-allocation admit handler: before the predicates run,
-it has its hint providers (in the order given) say where each container's
-resources could come from, merges their answers by ``topologyManagerPolicy`` per
-``topologyManagerScope`` (``scope``), refuses the pod when the policy says so, and
-otherwise has every provider allocate. The chosen hints stay in the
-``AffinityStore`` the providers were built with, so each reads its container's
-affinity while allocating.
+it has its hint providers (in the order given) release what gone pods hold, then
+say where each container's resources could come from, merges their answers by
+``topologyManagerPolicy`` per ``topologyManagerScope`` (``scope``), refuses the pod
+when the policy says so, and otherwise has every provider allocate. The chosen
+hints stay in the ``AffinityStore`` the providers were built with, so each reads
+its container's affinity while allocating.
 
 Stored hints are only needed during admission; those of pods no longer among the
-kubelet's active pods are dropped at the next admission (where the CPU manager
-also releases what gone pods held), so the store never outgrows the node.
+kubelet's active pods are dropped at the next admission, so the store never
+outgrows the node.
 
-The NUMA nodes are only read when a policy needs them; upstream refuses to merge
-over more than 8 of them (the masks to try grow as 2^n).
+The NUMA nodes are the machine's as the kubelet read it once at start; upstream
+refuses to merge over more than 8 of them (the masks to try grow as 2^n), a limit
+the ``none`` policy, which merges nothing, does not have.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from pykubelet.api import pod_uid
 from pykubelet.cm.topologymanager.policy import POLICY_NONE, Policy, TopologyHint, new_policy
@@ -70,23 +71,17 @@ class TopologyManager:
 
 
 def new_topology_manager(*, policy_name: str, scope_name: str,
-                         numa_nodes: Callable[[], Sequence[int]],
+                         numa_nodes: Sequence[int],
                          hint_providers: Sequence[HintProvider],
                          store: AffinityStore) -> TopologyManager:
-    """Upstream ``NewManager``: the policy over the machine's NUMA nodes, the scope."""
+    """Upstream ``NewManager``: the policy over the machine's NUMA node ids, the scope."""
     klog.info("Creating topology manager with policy per scope",
               topologyPolicyName=policy_name, topologyScopeName=scope_name)
-    nodes: Sequence[int] = ()
-    if policy_name != POLICY_NONE:
-        try:
-            nodes = numa_nodes()
-        except Exception as err:  # however the machine's layout failed to read
-            raise TopologyManagerError(f"cannot read the machine's NUMA nodes: {err}") from err
-        if len(nodes) > MAX_ALLOWABLE_NUMA_NODES:
-            raise TopologyManagerError(f"unsupported on machines with more than "
-                                       f"{MAX_ALLOWABLE_NUMA_NODES} NUMA Nodes")
+    if policy_name != POLICY_NONE and len(numa_nodes) > MAX_ALLOWABLE_NUMA_NODES:
+        raise TopologyManagerError(f"unsupported on machines with more than "
+                                   f"{MAX_ALLOWABLE_NUMA_NODES} NUMA Nodes")
     try:
-        policy = new_policy(policy_name, nodes)
+        policy = new_policy(policy_name, numa_nodes)
     except ValueError as err:
         raise TopologyManagerError(str(err)) from err
     if policy_name != POLICY_NONE and scope_name not in (SCOPE_CONTAINER, SCOPE_POD):
