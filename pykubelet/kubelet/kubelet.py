@@ -33,7 +33,7 @@ from typing import Any
 from kubernetes_asyncio.client import V1Node, V1Pod, V1PodStatus
 
 from pykubelet import metrics
-from pykubelet.api import is_terminal_phase, pod_ref, pod_uid
+from pykubelet.api import init_then_app_containers, is_terminal_phase, pod_ref, pod_uid
 from pykubelet.api.kubetypes import (
     API_SOURCE,
     FILE_SOURCE,
@@ -978,8 +978,7 @@ class Kubelet:
         """``<pod uid>/<container>`` -> image, for the ``image`` label of cAdvisor series."""
         images: dict[str, str] = {}
         for pod in self.pod_manager.get_pods():
-            spec = pod.spec
-            for container in [*(spec.init_containers or []), *(spec.containers or [])]:
+            for container in init_then_app_containers(pod):
                 images[f"{pod_uid(pod)}/{container.name}"] = container.image or ""
         return images
 

@@ -42,7 +42,7 @@ from typing import Any
 from kubernetes_asyncio.client import CoreV1Api, V1Pod
 
 from pykubelet import metrics
-from pykubelet.api import pod_uid
+from pykubelet.api import init_then_app_containers, pod_uid
 from pykubelet.kubelet.node_info import NodeView
 from pykubelet.objectcache import Manager, NotFoundError
 from pykubelet.token import TokenKey, TokenManager
@@ -55,10 +55,8 @@ SECRET = "secret"
 
 def _env_names(pod: V1Pod) -> set[tuple[str, str]]:
     """(kind, name) of every ConfigMap and Secret the pod's containers take env from."""
-    spec = pod.spec
-    containers = [*(spec.init_containers or []), *(spec.containers or [])] if spec else []
     names: set[tuple[str, str]] = set()
-    for container in containers:
+    for container in init_then_app_containers(pod):
         for source in container.env_from or []:
             if source.config_map_ref is not None and source.config_map_ref.name:
                 names.add((CONFIGMAP, source.config_map_ref.name))

@@ -14,12 +14,13 @@ request on an empty machine.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence, Set
 
 from kubernetes_asyncio.client import V1Container, V1Pod
 
-from pykubelet.api import is_restartable_init_container
 from pykubelet.api.quantity import parse_quantity
+from pykubelet.api.resources import pod_limits
 from pykubelet.cm.topologymanager.bitmask import BitMask, iterate_bit_masks
 from pykubelet.cm.topologymanager.policy import TopologyHint
 
@@ -35,37 +36,11 @@ def container_device_request(container: V1Container) -> dict[str, int]:
 
 
 def pod_device_request(pod: V1Pod) -> dict[str, int]:
-    """What the whole pod holds at once (upstream ``getPodDeviceRequest``, which takes
-    ``PodLimits``): app containers and sidecars summed, since sidecars run beside
-    them; at least what each plain init container needs beside the sidecars started
-    before it."""
-    spec = pod.spec
-    if spec is None:
-        return {}
-    total: dict[str, int] = {}
-    for container in spec.containers or []:
-        _add(total, container_device_request(container))
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for container in spec.init_containers or []:
-        own = container_device_request(container)
-        if is_restartable_init_container(container):
-            _add(sidecars, own)
-            _add(total, own)
-            running = sidecars
-        else:
-            running = dict(own)
-            _add(running, sidecars)
-        for name, count in running.items():
-            init_peak[name] = max(init_peak.get(name, 0), count)
-    for name, count in init_peak.items():
-        total[name] = max(total.get(name, 0), count)
-    return total
-
-
-def _add(into: dict[str, int], counts: Mapping[str, int]) -> None:
-    for name, count in counts.items():
-        into[name] = into.get(name, 0) + count
+    """What the whole pod holds at once: upstream's ``getPodDeviceRequest`` takes the
+    pod's limits (``PodLimits``), the rule admission and the pod cgroup use too
+    (sidecars beside the app containers, each plain init container beside the sidecars
+    started before it)."""
+    return {name: math.ceil(count) for name, count in pod_limits(pod).items()}
 
 
 def has_topology(devices: DeviceTopology) -> bool:
