@@ -961,12 +961,13 @@ class Kubelet:
         for uid in entries:
             if uid in desired or not workers.should_pod_content_be_removed(uid):
                 continue
-            # Its tmpfs volumes go first; a mount that stays keeps the directory.
-            self.volume_manager.tear_down_pod(uid)
-            if self.volume_manager.pod_has_mounts(uid):
-                continue
-            klog.v(2).info("Removing directory of a deleted pod", podUID=uid)
-            shutil.rmtree(pod_dir(self.options.root_dir, uid), ignore_errors=True)
+            # The volume manager's reconciler unmounts and removes the volumes; until it
+            # has, the directory stays. Its answer holds while the directory is removed.
+            with self.volume_manager.pod_dir_removal(uid) as removable:
+                if not removable:
+                    continue
+                klog.v(2).info("Removing directory of a deleted pod", podUID=uid)
+                shutil.rmtree(pod_dir(self.options.root_dir, uid), ignore_errors=True)
 
     # -- views ----------------------------------------------------------
 

@@ -80,13 +80,14 @@ class ClusterParts:
     def tasks(self, update_runtime_up: Callable[[], Awaitable[None]],
               status_manager: StatusManager
               ) -> list[tuple[str, Callable[[], Coroutine[Any, Any, Any]]]]:
-        """The cluster's loops in upstream's order: the Node cache, its status (and the
-        fast first update, which asks the runtime first), the lease, pod statuses, the
-        Services, then the token refresher."""
+        """The cluster's loops in upstream's order: the Node cache, its status (which checks
+        the runtime once before its first sync, as does the fast first update before each
+        try), the lease (which waits for neither), pod statuses, the Services, then the
+        token refresher."""
         status = self.node_status
         return [
             ("node-informer", self.node_informer.run),
-            ("node-status", status.run),
+            ("node-status", lambda: status.run(check_runtime=update_runtime_up)),
             ("node-status-fast-update",
              lambda: status.fast_status_update_once(update_runtime_up)),
             ("node-lease", self.lease.run),

@@ -7,6 +7,14 @@ computes the status and writes it when it changed or when
 the heartbeat in between). A write is tried up to five times: the first from
 the local Node cache, the others from a fresh GET, as seed 003 reads.
 
+Before its first sync, ``run`` has the kubelet check the container runtime
+once and waits for that check, however it ends (upstream's node status
+goroutine calls ``updateRuntimeUp`` before it starts ``syncNodeStatus``). A
+restarted kubelet knows nothing of its runtime until then, and a status
+computed before would say NotReady ("container runtime status check may not
+have completed yet") for a whole period. The wait is at most one CRI
+``Status`` call (the runtime request timeout); the lease is not held back.
+
 Registration creates the Node with the default labels (hostname, os, arch),
 ``--node-labels``, ``registerWithTaints`` (and, with ``--cloud-provider=external``,
 the ``node.cloudprovider.kubernetes.io/uninitialized`` taint that the cloud
@@ -386,8 +394,15 @@ class NodeStatusManager:
         self.informer.observe(updated)
         return updated
 
-    async def run(self) -> None:
-        """Sync now, then every ``nodeStatusUpdateFrequency`` (jittered) after each sync ends."""
+    async def run(self, *, check_runtime: Callable[[], Awaitable[None]]) -> None:
+        """Await ``check_runtime`` (the kubelet's ``update_runtime_up``) once, then sync, and
+        again every ``nodeStatusUpdateFrequency`` (jittered) after each sync ends."""
+        try:
+            await check_runtime()
+        except Exception as err:
+            # The first status says why the node is not Ready; it is not held back for it.
+            klog.error("Checking the container runtime before the first node status failed",
+                       err)
         period = self.options.update_frequency
         while True:
             await self.sync_node_status()

@@ -11,7 +11,16 @@ manager keeps upstream's three parts:
   rebuilt from ``<root>/pods/<uid>/volumes/<plugin>/<name>`` after a restart;
 - the reconciler (a supervised loop): tears down the volumes of pods that
   are no longer wanted (terminated, or gone after a restart), unmounting
-  their tmpfs first, once the pod sources have all been seen.
+  their tmpfs first, once the pod sources have all been seen; a teardown
+  that could not unmount is tried again next period.
+
+The reconciler is the only one that unmounts. The kubelet's clean-up of
+orphaned pod directories asks ``pod_dir_removal`` whether a gone pod's
+directory may go, which it may only once the reconciler is done with it
+(upstream's ``cleanupOrphanedPodDirs`` rule: no volume still counted, nothing
+mounted, no volume directory with content). Both run in worker threads, one
+at a time under one lock, and each takes a directory that vanished under it
+as done.
 
 ``wait_for_attach_and_mount`` is called by every pod sync before containers
 start. It sets up the volumes not there yet and refreshes the content of the
@@ -42,7 +51,7 @@ import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -255,18 +264,6 @@ class VolumeManager:
                 f'failed to prepare subPath for volumeMount "{volume_mount.name}" of '
                 f'container "{container.name}"') from err
 
-    def pod_has_mounts(self, uid: str) -> bool:
-        """Whether something is still mounted under ``uid``'s directory, or a PV's mount
-        point is left there (it must stay: it may hold the PV's data)."""
-        if mount_points_under(self._dirs.pod_dir(uid)):
-            return True
-        base = volumes_dir(self._dirs, uid)
-        for plugin in MOUNT_POINT_PLUGINS:
-            with contextlib.suppress(OSError):
-                if os.listdir(os.path.join(base, plugin)):
-                    return True
-        return False
-
     def mounted_volumes(self, uid: str) -> dict[str, MountedVolume]:
         return dict(self._actual.get(uid, {}))
 
@@ -312,9 +309,10 @@ class VolumeManager:
             async with self._lock(uid):
                 if not self._pod_runtime_removed(uid):
                     continue
-                await asyncio.to_thread(self.tear_down_pod, uid)
-                self._actual.pop(uid, None)
                 self._desired.pop(uid, None)
+                if not await asyncio.to_thread(self.tear_down_pod, uid):
+                    continue  # still counted: the pod directory stays, tried next period
+                self._actual.pop(uid, None)
                 self._locks.pop(uid, None)
             for callback in self._torn_down:
                 callback(uid)
@@ -343,36 +341,41 @@ class VolumeManager:
                 klog.info("Reconstructed volumes of a pod from disk", podUID=uid,
                           volumes=sorted(self._actual[uid]))
 
-    def tear_down_pod(self, uid: str) -> None:
-        """Unmount and remove the subPath mounts, then every volume directory, of ``uid``.
+    def tear_down_pod(self, uid: str) -> bool:
+        """Unmount and remove the subPath mounts, then every volume directory, of ``uid``;
+        False if a mount could not be removed (what lies under it is kept).
 
-        Two callers run it in worker threads, the reconciler and the kubelet's
-        cleanup of orphaned pod directories; one at a time, or one would fail on
-        mounts the other has just removed."""
+        The reconciler's step, in a worker thread, under the lock that
+        ``pod_dir_removal`` holds too: the reconciler and the kubelet's clean-up
+        never work on one pod directory at the same time."""
         with self._tear_down_lock:
-            self._tear_down_pod(uid)
+            return self._tear_down_pod(uid)
 
-    def _tear_down_pod(self, uid: str) -> None:
+    def _tear_down_pod(self, uid: str) -> bool:
+        # Any directory may already be gone (removed by an earlier clean-up, or by
+        # hand): what is not there is torn down.
         # The subPath mounts first: each holds part of a volume, keeping its tmpfs busy.
         if not clean_sub_paths(self._dirs.pod_dir(uid)):
-            return
+            return False
         base = volumes_dir(self._dirs, uid)
         if not os.path.isdir(base):
-            return
+            return True
         # Deepest first, so a mount inside another volume goes before its parent.
         for point in sorted(mount_points_under(base), key=len, reverse=True):
             try:
                 unmount(point)
             except OSError as err:
                 klog.error("UnmountVolume.TearDown failed", err, podUID=uid, path=point)
-                return  # never delete files under a mount we could not remove
-        for plugin in os.listdir(base):
-            for name in os.listdir(os.path.join(base, plugin)):
+                return False  # never delete files under a mount we could not remove
+        for plugin in _names(base):
+            for name in _names(os.path.join(base, plugin)):
                 path = os.path.join(base, plugin, name)
                 if plugin in MOUNT_POINT_PLUGINS:
                     # A PV's mount point: what was under it is the PV's, never removed.
                     try:
                         os.rmdir(path)
+                    except FileNotFoundError:
+                        continue
                     except OSError as err:
                         klog.error("UnmountVolume.TearDown failed: the mount point is not "
                                    "empty, kept", err, podUID=uid, path=path)
@@ -383,6 +386,63 @@ class VolumeManager:
                           plugin=plugin)
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.join(base, plugin))
+        return True
+
+    @contextlib.contextmanager
+    def pod_dir_removal(self, uid: str) -> Iterator[bool]:
+        """Whether the directory of ``uid``, a pod that is gone, may be removed now; the
+        answer holds until the ``with`` block ends (the reconciler waits until then).
+
+        The kubelet's clean-up of orphaned pod directories asks this, in a worker
+        thread, and removes the directory inside the block. The answer is no while
+        the reconciler still counts volumes of the pod (it has not torn them down,
+        or could not yet), while anything under the directory is mounted, and while
+        a volume's directory holds anything (a PV mount point with files in it: the
+        PV's data). Otherwise ``volumes`` has been removed, directory by directory
+        and never with content in it, and the rest may go whole (upstream's
+        ``cleanupOrphanedPodDirs``).
+        """
+        with self._tear_down_lock:
+            yield self._release_volumes_dir(uid)
+
+    def _release_volumes_dir(self, uid: str) -> bool:
+        if self._actual.get(uid):
+            klog.v(3).info("Orphaned pod found, but volumes are not cleaned up", podUID=uid)
+            return False
+        mounted = mount_points_under(self._dirs.pod_dir(uid))
+        if mounted:
+            klog.v(3).info("Orphaned pod found, but volumes are still mounted on disk",
+                           podUID=uid, paths=sorted(mounted))
+            return False
+        if not _remove_empty_dirs(volumes_dir(self._dirs, uid)):
+            # The teardown reported what it kept, once; this is asked every housekeeping.
+            klog.v(3).info("Orphaned pod found, but its volumes directory is not empty",
+                           podUID=uid)
+            return False
+        return True
+
+def _names(directory: str) -> list[str]:
+    """The entries of ``directory``; none once it is gone."""
+    try:
+        return os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _remove_empty_dirs(top: str) -> bool:
+    """Remove ``top`` and the directories under it, deepest first, if they hold no file
+    (nor symlink); True when ``top`` is gone. Meant for a tree without mounts in it."""
+    for name in _names(top):
+        path = os.path.join(top, name)
+        if os.path.islink(path) or not os.path.isdir(path) or not _remove_empty_dirs(path):
+            return False
+    try:
+        os.rmdir(top)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
 
 
 def _sub_path(volume_mount: V1VolumeMount, env: Mapping[str, str]) -> str:

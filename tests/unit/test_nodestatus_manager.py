@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio.client import V1Node, V1NodeAddress, V1Taint
 
 from pykubelet.api import from_dict
+from pykubelet.kubelet.runtime_state import RuntimeState
 from pykubelet.nodestatus import NodeStatusManager, NodeStatusOptions, birth_cry
 from pykubelet.nodestatus import setters as s
 from pykubelet.nodestatus.machine import MachineInfo, VersionInfo
 from pykubelet.nodestatus.resources import MachineResources
 from tests.unit.fake_nodes import FakeCache, FakeNodeAPI
+from tests.unit.kubelet_fakes import new_kubelet
 
 GIB = 1024**3
 VERSION = VersionInfo("6.1.0", "Debian GNU/Linux 12 (bookworm)")
@@ -57,7 +61,7 @@ async def no_sleep(_: float) -> None:
     await asyncio.sleep(0)
 
 
-def manager(api: FakeNodeAPI, cache: FakeCache, health: Health, recorder: Recorder,
+def manager(api: FakeNodeAPI, cache: FakeCache, health: s.RuntimeHealth, recorder: Recorder,
             clock: Clock, **options: Any) -> NodeStatusManager:
     machine = MachineInfo(num_cores=2, memory_capacity=4 * GIB, boot_id="b1", machine_id="m1")
     opts = NodeStatusOptions(node_name="n1", hostname="n1", **options)
@@ -233,6 +237,67 @@ async def test_fast_update_turns_ready_at_once(parts: Any) -> None:
     await asyncio.wait_for(m.fast_status_update_once(runtime_up), 5)
     assert checks == 3
     assert ready(api.nodes["n1"]) == "True"
+
+
+class ReadyHistory(FakeNodeAPI):
+    """The Node API, remembering the Ready status of every Node it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reported: list[str] = []
+
+    async def create_node(self, body: V1Node, /) -> V1Node:
+        created = await super().create_node(body)
+        self.reported.append(ready(self.nodes["n1"]))
+        return created
+
+    async def patch_node_status(self, name: str, body: Any, /) -> V1Node:
+        patched = await super().patch_node_status(name, body)
+        self.reported.append(ready(self.nodes["n1"]))
+        return patched
+
+
+async def turns(n: int, until: Any = lambda: False) -> None:
+    """Let the event loop run ``n`` times (fewer once ``until()`` holds): no clock involved."""
+    for _ in range(n):
+        if until():
+            return
+        await asyncio.sleep(0)
+
+
+async def test_a_restarted_kubelet_reports_its_node_only_after_checking_the_runtime(
+        tmp_path: Path, parts: Any) -> None:
+    """Upstream's node status goroutine calls updateRuntimeUp before syncNodeStatus: the
+    Ready node of a restarted kubelet must not turn NotReady for its first period."""
+    api = ReadyHistory()
+    _, cache, health, recorder, clock = parts
+    health.errors = []
+    await manager(api, cache, health, recorder, clock).sync_node_status()  # before the restart
+    before = list(api.reported)
+    assert before and set(before) == {"True"}
+    restarted_state = RuntimeState()  # nothing checked yet
+    restarted = manager(api, cache, restarted_state, recorder, clock)
+    checking, answered = asyncio.Event(), asyncio.Event()
+
+    async def update_runtime_up() -> None:
+        checking.set()
+        await answered.wait()  # the runtime's Status call, on its way
+        restarted_state.set_runtime_sync()
+
+    async with new_kubelet(tmp_path, cluster=True) as kubelet:
+        assert kubelet.cluster is not None
+        cluster = dataclasses.replace(kubelet.cluster, node_status=restarted)
+        loops = dict(cluster.tasks(update_runtime_up, kubelet.status_manager))
+        loop = asyncio.create_task(loops["node-status"]())
+        try:
+            await turns(200, until=lambda: api.reported != before)
+            assert api.reported == before, "a status was sent before the runtime check"
+            assert checking.is_set()
+            answered.set()
+            await turns(200, until=lambda: api.reported != before)
+            assert api.reported == [*before, "True"]
+        finally:
+            loop.cancel()
 
 
 UNINITIALIZED = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true",

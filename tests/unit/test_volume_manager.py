@@ -4,6 +4,7 @@ tear-down by the reconciler, and what a restarted kubelet finds on disk."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from kubernetes_asyncio.client import (
     V1VolumeMount,
 )
 
+from pykubelet import volumemanager
 from pykubelet.kubelet.getters import RootDirs
 from pykubelet.kubelet.volume_host import VolumeHost
 from pykubelet.volumemanager import (
@@ -156,3 +158,77 @@ async def test_mount_propagation_reaches_the_cri_mount(tmp_path: Path) -> None:
                                            mount_propagation="Sideways")])
     with pytest.raises(MountPrepareError, match="invalid mountPropagation"):
         volumes.mounts_for(bad, bad.spec.containers[0], {})
+
+
+EMPTY_DIR = "kubernetes.io~empty-dir"
+
+
+async def test_a_pod_directory_removed_in_the_middle_of_a_teardown_is_torn_down(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fault run's crash: the directory went (the kubelet's clean-up of orphaned pod
+    directories) after the reconciler had checked ``volumes`` and before it listed it."""
+    removed, forgotten = set[str](), list[str]()
+    volumes = VolumeManager(RootDirs(str(tmp_path)), Recorder(),
+                            VolumeHost(lambda: (1000, 1 << 30)),
+                            pod_runtime_removed=lambda uid: uid in removed,
+                            torn_down=[forgotten.append])
+    data = V1Volume(name="data", empty_dir=V1EmptyDirVolumeSource())
+    await volumes.wait_for_attach_and_mount(pod("u1", [data]))
+    await volumes.wait_for_attach_and_mount(pod("u2", [data]))
+    first = tmp_path / "pods" / "u1"
+    real_mount_points_under = volumemanager.mount_points_under
+
+    def removed_meanwhile(prefix: str) -> set[str]:
+        # The reconciler has seen ``volumes`` and asks what is mounted in it: now it goes.
+        if prefix == str(first / "volumes") and first.exists():
+            shutil.rmtree(first)
+        return real_mount_points_under(prefix)
+
+    monkeypatch.setattr(volumemanager, "mount_points_under", removed_meanwhile)
+    removed.update({"u1", "u2"})
+    await volumes.reconcile()
+    # Gone is torn down: the reconciler forgot the pod and went on to the next one.
+    assert not first.exists()
+    assert volumes.mounted_volumes("u1") == {} and forgotten == ["u1", "u2"]
+    assert not (tmp_path / "pods" / "u2" / "volumes" / EMPTY_DIR / "data").exists()
+    await volumes.reconcile()
+    assert forgotten == ["u1", "u2"]  # once each
+    with volumes.pod_dir_removal("u1") as removable:
+        assert removable  # nothing left to wait for
+
+
+async def test_a_gone_pods_directory_may_go_only_once_the_reconciler_tore_its_volumes_down(
+        tmp_path: Path) -> None:
+    removed = set[str]()
+    volumes = manager(tmp_path, Recorder(), removed)
+    data = V1Volume(name="data", empty_dir=V1EmptyDirVolumeSource())
+    await volumes.wait_for_attach_and_mount(pod("u1", [data]))
+    content = tmp_path / "pods" / "u1" / "volumes" / EMPTY_DIR / "data" / "file"
+    content.write_text("the pod's")
+    removed.add("u1")
+    with volumes.pod_dir_removal("u1") as removable:
+        assert not removable  # the reconciler has not torn the volume down yet
+    assert content.read_text() == "the pod's"
+    await volumes.reconcile()
+    with volumes.pod_dir_removal("u1") as removable:
+        assert removable
+        assert not (tmp_path / "pods" / "u1" / "volumes").exists()
+
+
+async def test_a_pod_directory_with_a_mount_or_volume_content_in_it_may_not_go(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a restarted kubelet finds before its reconciler's first pass: the clean-up of
+    orphaned directories must not be the one that deletes it."""
+    volume = tmp_path / "pods" / "u1" / "volumes" / EMPTY_DIR / "data"
+    volume.mkdir(parents=True)
+    (volume / "file").write_text("the pod's")
+    volumes = manager(tmp_path, Recorder(), {"u1"})
+    with volumes.pod_dir_removal("u1") as removable:
+        assert not removable
+    assert (volume / "file").read_text() == "the pod's"
+    (volume / "file").unlink()
+    monkeypatch.setattr(volumemanager, "mount_points_under",
+                        lambda prefix: {str(volume)} if str(volume).startswith(prefix) else set())
+    with volumes.pod_dir_removal("u1") as removable:
+        assert not removable  # an empty directory, but a mount point
+    assert volume.is_dir()

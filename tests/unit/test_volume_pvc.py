@@ -297,7 +297,9 @@ async def test_teardown_never_deletes_what_is_under_a_pv_mount_point(tmp_path: P
     (point / "database").write_text("precious")
     await volumes.reconcile()
     assert (point / "database").read_text() == "precious"
-    assert volumes.pod_has_mounts("u1")  # so the pod directory is not removed either
+    with volumes.pod_dir_removal("u1") as removable:
+        assert not removable  # so the pod directory is not removed either
+    assert (point / "database").read_text() == "precious"
 
 
 @root_only
@@ -330,7 +332,8 @@ async def test_a_local_pv_is_bind_mounted_and_unmounted_with_its_data_kept(
     removed.update({"u1", "u2"})
     await volumes.reconcile()
     assert not point.exists() and not read_only_point.exists()
-    assert not volumes.pod_has_mounts("u1")
+    with volumes.pod_dir_removal("u1") as removable:
+        assert removable
     assert sorted(os.listdir(disk)) == ["new", "old"]
 
 
