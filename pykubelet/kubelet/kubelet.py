@@ -731,6 +731,7 @@ class Kubelet:
             on_probe_update=self.on_probe_update,
             heartbeat=self.sync_loop_monitor.beat,
             on_container_died=self.on_container_died,
+            on_housekeeping_done=self.on_housekeeping_done,
         )
 
     async def update_runtime_up(self) -> None:
@@ -869,7 +870,8 @@ class Kubelet:
         return None
 
     def on_container_died(self, uid: str, container_id: str) -> None:
-        """The sync loop's ContainerDied seam (upstream ``cleanUpContainersInPod``)."""
+        """The sync loop's ContainerDied seam (upstream ``cleanUpContainersInPod``): the
+        pod's dead containers and, once its content may go, its idle sandboxes."""
         self.resources.container_gc.container_died(uid, container_id)
 
     def cached_pod_status(self, uid: str) -> PodStatus | None:
@@ -982,6 +984,14 @@ class Kubelet:
             for container in init_then_app_containers(pod):
                 images[f"{pod_uid(pod)}/{container.name}"] = container.image or ""
         return images
+
+    # -- clean-up after housekeeping ---------------------------------------------
+
+    def on_housekeeping_done(self) -> None:
+        """The pods whose death events came before their content could be removed (still
+        terminating; a source's removal, forgotten by this housekeeping) lose what is
+        left of them now rather than at the next container GC pass."""
+        self.resources.container_gc.queue_removable_pods()
 
 
 def _still_running(pod: Pod) -> bool:

@@ -8,7 +8,8 @@ Upstream's ``syncLoop`` is a ``for`` around ``syncLoopIteration``, a Go
 - the sync ticker (1 s: pods whose resync or retry time has come, and pods an
   internal module wants synced now, such as one past its active deadline:
   ``get_pods_to_sync``),
-- the housekeeping ticker (2 s: clean up what no source wants any more),
+- the housekeeping ticker (2 s: clean up what no source wants any more;
+  then the pods it has let go may lose their dead containers and sandboxes),
 - probe results (the liveness, readiness and startup result managers).
 
 Each iteration handles exactly one ready case and returns, so the loop can
@@ -67,6 +68,9 @@ class LoopInputs:
     sources_ready: Callable[[], bool]
     on_probe_update: Callable[[str, ResultUpdate], None]
     on_container_died: Callable[[str, str], None] = lambda uid, container_id: None
+    # After each housekeeping: pods whose workers it has just forgotten may now lose
+    # what their dead containers and sandboxes left (``ContainerGC.queue_removable_pods``).
+    on_housekeeping_done: Callable[[], None] = lambda: None
     heartbeat: Callable[[], None] = lambda: None
     # True while the runtime errors are only first checks still under way (start-up).
     runtime_starting: Callable[[], bool] = lambda: False
@@ -230,6 +234,7 @@ async def sync_loop_iteration(select: _Select, inputs: LoopInputs, handler: Sync
                 await handler.handle_pod_cleanups()
             except Exception as err:  # housekeeping must never stop the loop
                 klog.error("Failed cleaning pods", err)
+            inputs.on_housekeeping_done()
             took = inputs.clock() - started
             if took > HOUSEKEEPING_WARNING:
                 klog.error("Housekeeping took longer than expected", seconds=round(took, 3))

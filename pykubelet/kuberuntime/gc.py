@@ -11,9 +11,25 @@ Upstream ``kuberuntime_gc.go`` plus the kubelet's ``podContainerDeletor``:
   then oldest first. Sandboxes without containers that are not ready go the
   same way (a live pod keeps its newest); log directories of removed pods go
   last.
-- ``delete_containers_in_pod`` (on every ContainerDied PLEG event): the
-  other finished instances of the container that just died, beyond the
-  newest one (all of them when the pod's content may be removed).
+- the deletor (``clean_up_pod``, on every ContainerDied PLEG event, a
+  sandbox's included): when the pod's content may be removed, every dead
+  container of the pod, then every sandbox of it that is not ready and holds
+  no container; otherwise the older dead instances of the container that
+  died (the newest stays) and the not-ready sandboxes but the newest. The
+  containers are upstream v1.35's ``cleanUpContainersInPod``; the sandboxes
+  are what 1.20's pod sandbox deleter did (v1.35 leaves them to the next
+  pass, up to a minute later). The sync loop only queues the event (bounded,
+  as upstream's buffer): a full queue drops it, and the pass catches up.
+- ``queue_removable_pods`` (after every housekeeping): a pod whose death
+  events came while its content could not be removed yet is cleaned up
+  once it can. Upstream has no such trigger: what its events miss waits for
+  the pass. It is needed here for 1.20's outcome (nothing of a deleted pod
+  left within seconds): the deaths are mostly seen while the pod is still
+  terminating, and a pod removed from its source (a static pod's manifest)
+  only becomes removable when housekeeping forgets its finished worker.
+
+What is left of a pod after either goes from the PLEG's records and the pod
+cache at the next relist, which finds nothing of the pod in the runtime.
 
 The defaults are upstream's: ``MinAge`` 0, ``MaxPerPodContainer`` 1,
 ``MaxContainers`` -1 (no total limit).
@@ -33,7 +49,7 @@ from cri_api.v1 import api_pb2
 
 from pykubelet.container import ContainerState, PodStatus
 from pykubelet.container.helpers import nanos_to_seconds
-from pykubelet.kuberuntime.labels import get_container_info_from_labels
+from pykubelet.kuberuntime.labels import POD_UID_LABEL, get_container_info_from_labels
 from pykubelet.util import klog
 
 if TYPE_CHECKING:
@@ -44,6 +60,10 @@ CONTAINER_GC_PERIOD = 60.0
 # Upstream's minDeadContainerInPod and containerDeletorBufferLimit for the per-event deletor.
 MIN_DEAD_CONTAINERS_IN_POD = 1
 DELETOR_BUFFER = 50
+# A pod that lives keeps its newest sandbox, ready or not (as in the pass).
+MIN_SANDBOXES_IN_LIVE_POD = 1
+# The deletor's request for a whole pod rather than for one container that died.
+WHOLE_POD = ""
 
 
 @dataclass(frozen=True)
@@ -76,7 +96,11 @@ class ContainerGC:
         self.policy = policy or GCPolicy()
         self.clock = clock
         self._lock = asyncio.Lock()
+        # (pod UID, the container that died, or WHOLE_POD): the deletor's work.
         self._died: asyncio.Queue[tuple[str, str]] = asyncio.Queue(DELETOR_BUFFER)
+        # Pods cleaned up while their content could not be removed yet: the
+        # newest dead containers and the sandboxes stayed (queue_removable_pods).
+        self._awaiting_removal: set[str] = set()
 
     async def garbage_collect(self, all_sources_ready: bool,
                               evict_non_deleted_pods: bool = False) -> int:
@@ -182,24 +206,67 @@ class ContainerGC:
                     klog.error("Failed to remove dangling container log link", err,
                                path=entry.path)
 
+    async def clean_up_pod(self, uid: str, exited_container_id: str, status: PodStatus
+                           ) -> None:
+        """One deletor request: the pod's dead containers, then its idle sandboxes.
+
+        ``exited_container_id`` is the container (or sandbox) whose death was
+        seen, or ``WHOLE_POD``; it matters only while the pod's content must stay.
+        """
+        removable = self.pods.should_pod_content_be_removed(uid)
+        await self.delete_containers_in_pod(exited_container_id, status, removable)
+        await self.delete_sandboxes_in_pod(
+            uid, status, keep=0 if removable else MIN_SANDBOXES_IN_LIVE_POD)
+        if removable:
+            self._awaiting_removal.discard(uid)
+        else:
+            self._awaiting_removal.add(uid)
+
     async def delete_containers_in_pod(self, exited_container_id: str, status: PodStatus,
                                        remove_all: bool) -> list[str]:
-        """Upstream ``podContainerDeletor``: older dead instances of the container that died."""
-        keep = 0 if remove_all else MIN_DEAD_CONTAINERS_IN_POD
-        died = next((c for c in status.container_statuses
-                     if c.id.id == exited_container_id), None)
-        if died is None:
-            return []
+        """Upstream ``podContainerDeletor``: every dead container of a pod whose content may
+        be removed, else the older dead instances of the container that died."""
+        name: str | None = None
+        keep = 0
+        if not remove_all:
+            died = next((c for c in status.container_statuses
+                         if c.id.id == exited_container_id), None)
+            if died is None:
+                return []  # a sandbox, or a container already gone
+            name, keep = died.name, MIN_DEAD_CONTAINERS_IN_POD
+        # Newest first: the latest attempt, then the latest created.
         candidates = sorted(
             (c for c in status.container_statuses
-             if c.name == died.name and c.state == ContainerState.EXITED),
-            key=lambda c: c.created_at, reverse=True)
+             if c.state == ContainerState.EXITED and (name is None or c.name == name)),
+            key=lambda c: (c.restart_count, c.created_at), reverse=True)
         doomed = [c.id.id for c in candidates[keep:]]
         for container_id in doomed:
             try:
                 await self.manager.containers.remove(container_id)
             except Exception as err:
                 klog.error("Failed to remove container", err, containerID=container_id)
+        return doomed
+
+    async def delete_sandboxes_in_pod(self, uid: str, status: PodStatus, *,
+                                      keep: int) -> list[str]:
+        """1.20's pod sandbox deleter: sandboxes beyond the ``keep`` newest that are not
+        ready and hold no container."""
+        newest_first = sorted(status.sandbox_statuses, key=lambda s: s.created_at,
+                              reverse=True)
+        idle = [s.id for s in newest_first[keep:] if s.state != api_pb2.SANDBOX_READY]
+        if not idle:
+            return []
+        # The cached status neither says which sandbox a container is in nor
+        # knows of the removals just made: the runtime's listing does both.
+        listed = await self.manager.runtime_service.list_containers(
+            api_pb2.ContainerFilter(label_selector={POD_UID_LABEL: uid}))
+        in_use = {c.pod_sandbox_id for c in listed}
+        doomed = [sandbox_id for sandbox_id in idle if sandbox_id not in in_use]
+        for sandbox_id in doomed:
+            try:
+                await self.manager.remove_sandbox(sandbox_id)
+            except Exception as err:
+                klog.error("Failed to remove sandbox", err, sandboxID=sandbox_id)
         return doomed
 
     def container_died(self, uid: str, container_id: str) -> None:
@@ -210,16 +277,29 @@ class ContainerGC:
             klog.v(4).info("Container deletor queue is full, skipping", podUID=uid,
                            containerID=container_id)
 
+    def queue_removable_pods(self) -> None:
+        """Queue a whole-pod clean-up for each pod that was waiting and now may go."""
+        for uid in sorted(self._awaiting_removal):
+            if not self.pods.should_pod_content_be_removed(uid):
+                continue
+            try:
+                self._died.put_nowait((uid, WHOLE_POD))
+            except asyncio.QueueFull:
+                return  # the next housekeeping asks again
+            self._awaiting_removal.discard(uid)
+
     async def run_deletor(self, status_of: Callable[[str], PodStatus | None]) -> None:
-        """Work through ContainerDied events (a supervised task)."""
+        """Work through the queued clean-ups (a supervised task)."""
         while True:
             uid, container_id = await self._died.get()
             status = status_of(uid)
             if status is None:
+                # The pod cache forgets a pod only once the runtime has nothing of it
+                # left: there is nothing to clean up, now or later.
+                self._awaiting_removal.discard(uid)
                 continue
             try:
-                await self.delete_containers_in_pod(
-                    container_id, status, self.pods.should_pod_content_be_removed(uid))
+                await self.clean_up_pod(uid, container_id, status)
             except Exception as err:
                 klog.error("Failed to delete dead containers of pod", err, podUID=uid)
 

@@ -206,8 +206,10 @@ def test_removing_the_file_stops_and_removes_everything(kubelet: KubeletProcess,
         pod_dir = kubelet.root / "pods" / uid
         return not mine and kubelet.pod("gone") is None and not pod_dir.exists()
 
-    # The pod is stopped at once; its sandbox goes at the container GC's next pass (every
-    # minute, as upstream's ContainerGCPeriod).
+    # The pod is stopped at once; its sandbox goes once the pod's content may be removed
+    # (the deletor after housekeeping, see kuberuntime/gc.py), at the latest at the
+    # container GC's next pass (every minute, as upstream's ContainerGCPeriod), which
+    # the deadline still allows for.
     kubelet.wait_for(lambda: not any(
         c.state == 1 and c.labels.get("io.kubernetes.pod.uid") == uid
         for c in runtime_view(kubelet.endpoint)["containers"]), 30, "container stopped")

@@ -154,6 +154,25 @@ async def test_housekeeping_waits_for_sources_ready() -> None:
         assert h.handler.cleanups == 1
 
 
+async def test_after_each_housekeeping_the_pods_it_let_go_may_lose_their_leftovers() -> None:
+    """The hook runs after the clean-ups, even failed ones, and not while sources wait."""
+    order: list[str] = []
+    h = Harness(on_housekeeping_done=lambda: order.append("leftovers"))
+    h.ready = False
+
+    async def failing_cleanups() -> None:
+        order.append("cleanups")
+        raise RuntimeError("runtime listing failed")
+
+    h.handler.handle_pod_cleanups = failing_cleanups  # type: ignore[method-assign]
+    async with h.running():
+        await h.clock.advance(0.1)
+        assert order == []
+        h.ready = True
+        await h.clock.advance(0.2, step=0.1)
+        assert order == ["cleanups", "leftovers"] * 2
+
+
 async def test_probe_changes_sync_the_pod_but_a_liveness_success_does_not() -> None:
     h = Harness()
     ready = ResultUpdate(ContainerID("containerd", "x"), ProbeResult.SUCCESS, "a")
