@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run one benchmark of bench/ on the project venv: bash scripts/bench.sh NAME [ARGS...]
-# NAME is a benchmark of bench/ (pod_startup, probes, kubelet_api, peer), run as the
-# module bench.NAME from the checkout root; ARGS go to it
-# (see bench/README.md).
+# NAME is a benchmark of bench/ (pod_startup, probes, kubelet_api, peer, soak, faults...),
+# run as the module bench.NAME from the checkout root; ARGS go to it (see bench/README.md),
+# e.g. bash scripts/bench.sh faults --kubelet pykubelet --minutes 4.
 # Needs root (containerd): as another user it runs itself again through sudo.
 # Installs what it needs first, as scripts/test.sh does.
 set -euo pipefail
