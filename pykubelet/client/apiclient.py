@@ -12,6 +12,11 @@ unchanged on top of it. Two more things a long-running kubelet needs:
 - ``close_all_connections``: what upstream does when heartbeats keep failing,
   in case a connection is stuck half-open.
 
+A swapped-out pool is closed after a grace period, and the answers still being
+streamed from it (watches) are broken first: closing an aiohttp pool does not
+wake a reader blocked on a streamed body, so a watch would otherwise go silent
+until its read timeout (minutes), and the kubelet would stop hearing of pods.
+
 Every request is counted and timed in ``rest_client_requests_total`` and
 ``rest_client_request_duration_seconds`` (upstream's names), and counted in
 ``pykubelet_api_client_requests_total`` by client and resource, which is what
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -87,6 +93,9 @@ class KubeletApiClient(ApiClient):
         self._host = urlsplit(self.rest.host).netloc
         self._retired: list[RESTClientObject] = []
         self._closers: set[asyncio.Task[None]] = set()
+        # The streamed answers (watches) each pool serves, broken when it is retired.
+        self._streams: weakref.WeakKeyDictionary[RESTClientObject, weakref.WeakSet[Any]] = (
+            weakref.WeakKeyDictionary())
 
     @property
     def host(self) -> str:
@@ -105,12 +114,15 @@ class KubeletApiClient(ApiClient):
         resource = resource_of(urlsplit(url).path)
         code = "<error>"
         started = time.monotonic()
+        pool = self.rest_client  # the one super().request sends through
         try:
             response = await super().request(
                 method, url, query_params=query_params, headers=headers,
                 post_params=post_params, body=body, _preload_content=_preload_content,
                 _request_timeout=_request_timeout)
             code = str(getattr(response, "status", 200))
+            if not _preload_content:
+                self._streams.setdefault(pool, weakref.WeakSet()).add(response)
             return response
         except ApiException as err:
             code = str(err.status)
@@ -148,6 +160,11 @@ class KubeletApiClient(ApiClient):
     async def _close_retired(self, old: RESTClientObject) -> None:
         if old in self._retired:
             self._retired.remove(old)
+            for stream in list(self._streams.pop(old, ())):
+                # Its reader gets the error at once (and a watch resumes on a new pool).
+                stream.content.set_exception(
+                    ConnectionResetError("the API client's old connections were closed"))
+                stream.close()
             await old.close()
 
     async def close(self) -> None:

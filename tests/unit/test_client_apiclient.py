@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from aiohttp import web
 from kubernetes_asyncio.client import CoreV1Api, VersionApi
 
-from pykubelet.client import ServerUnreachableError, check_server, heartbeat_timeout, new_clients
+from pykubelet.client import (
+    ServerUnreachableError,
+    apiclient,
+    check_server,
+    heartbeat_timeout,
+    new_clients,
+)
 from pykubelet.client.apiclient import resource_of
 from pykubelet.client.kubeconfig import load_rest_config
 from pykubelet.config.defaults import default_configuration
 from pykubelet.config.units import Duration
 from pykubelet.metrics import API_CLIENT_REQUESTS
+from pykubelet.util.reflector import ApiListWatch, Reflector
 from tests.unit.loopback import closed_port, serve
+from testsupport.polling import wait_until_async
 
 VERSION = {"major": "1", "minor": "20", "gitVersion": "v1.20.2", "gitCommit": "x",
            "gitTreeState": "clean", "buildDate": "2021-01-01T00:00:00Z", "goVersion": "go1.19",
@@ -147,3 +158,92 @@ async def test_api_errors_surface_with_their_status(tmp_path: Path) -> None:
 ])
 def test_resource_of(path: str, resource: str) -> None:
     assert resource_of(path) == resource
+
+
+class _SeenPods:
+    """A reflector store that records the pods it hears of."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.changed = asyncio.Event()
+
+    def replace(self, objects: list[dict[str, Any]], resource_version: str) -> None:
+        self.changed.set()
+
+    def add(self, obj: dict[str, Any]) -> None:
+        self.names.append(obj["metadata"]["name"])
+        self.changed.set()
+
+    update = delete = add
+
+
+class PodWatchServer:
+    """Lists no pods; every open watch streams an ADDED event for each pod ``create``d."""
+
+    def __init__(self) -> None:
+        self.watches: list[web.Request] = []
+        self._subscribers: list[asyncio.Queue[str | None]] = []
+
+    def create(self, name: str) -> None:
+        for queue in self._subscribers:
+            queue.put_nowait(name)
+
+    def close(self) -> None:
+        for queue in self._subscribers:
+            queue.put_nowait(None)
+
+    def app(self) -> web.Application:
+        application = web.Application()
+        application.router.add_get("/api/v1/pods", self._pods)
+        return application
+
+    async def _pods(self, request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch", "").lower() != "true":
+            return web.json_response({"kind": "PodList", "items": [],
+                                      "metadata": {"resourceVersion": "1"}})
+        self.watches.append(request)
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._subscribers.append(queue)
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            while (name := await queue.get()) is not None:
+                event = {"type": "ADDED",
+                         "object": {"metadata": {"name": name, "resourceVersion": "2"}}}
+                await response.write(json.dumps(event).encode() + b"\n")
+        self._subscribers.remove(queue)
+        return response
+
+
+async def test_a_watch_on_a_closed_pool_resumes_on_a_new_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After repeated heartbeat failures every connection is dropped; the pod watch of the
+    main client must hear of new pods again, not sit silent on the closed pool until its
+    read timeout (minutes)."""
+    monkeypatch.setattr(apiclient, "OLD_POOL_GRACE_SECONDS", 0.0)
+    server = PodWatchServer()
+    store = _SeenPods()
+    async with serve(server.app()) as port:
+        rest = await load_rest_config(write_kubeconfig(tmp_path, port))
+        clients = new_clients(rest, default_configuration())
+        pods = CoreV1Api(clients.kube).list_pod_for_all_namespaces
+        reflector = Reflector("pods", ApiListWatch(pods), store, backoff_initial=0.01,
+                              rand=lambda: 0.0)
+        task = asyncio.create_task(reflector.run())
+        try:
+            await wait_until_async(lambda: len(server.watches) == 1, 5, "the first watch")
+            server.create("before")
+            await wait_until_async(lambda: store.names == ["before"], 5, "the first pod")
+            clients.close_all_connections()  # what the lease's repeated failures do
+            await wait_until_async(lambda: len(server.watches) == 2, 5,
+                                   "a new watch once the old pool was closed")
+            server.create("after")
+            await wait_until_async(lambda: store.names == ["before", "after"], 5,
+                                   "the pod created after the pools were swapped")
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            server.close()
+            await clients.close()
