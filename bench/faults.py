@@ -64,7 +64,7 @@ from bench.harness import (
 from bench.peer_cluster import create_namespace, remove_namespace_logs, time_node_ready
 from bench.peer_figures import GO, PYKUBELET
 from bench.peer_rounds import kubelet_turn
-from bench.soak import FLAT_TOLERANCE, LEFT_ROWS, count_leftovers, open_fds
+from bench.soak import FLAT_TOLERANCE, count_leftovers, open_fds, render_leftovers
 from pykubelet.cri.runtime import RemoteRuntimeService
 from testsupport.cluster import host_ip
 from testsupport.controlplane import ControlPlane, ControlPlaneError, go_kubelet_binary
@@ -277,18 +277,8 @@ def render_side(result: SideResult, args: argparse.Namespace) -> list[str]:
                  f"container, the API's container the runtime's; converged {converged})")
     for name, why in sorted(report.failures().items())[:8]:
         lines.append(f"    {name}: {why}")
-    lines += ["", f"  {'left after a quiet minute':36} {'before':>7} {'after':>7}"]
-    left_ok = True
-    for row in LEFT_ROWS:
-        before, after = result.before.get(row), result.after.get(row)
-        if before is None and after is None:
-            continue
-        same = before == after
-        left_ok &= same
-        lines.append(f"  {row:36} {_count(before):>7} {_count(after):>7}  {verdict(same)}")
-        if row == LEFT_ROWS[1] and result.cgroups_left:
-            lines.append("    in " + ", ".join(f"{hierarchy} {count}" for hierarchy, count
-                                              in sorted(result.cgroups_left.items())))
+    left_lines, left_ok = render_leftovers(result.before, result.after, result.cgroups_left)
+    lines += ["", *left_lines]
     lines += ["", f"  every leftover back to its value before: {verdict(left_ok)}",
               "  kubelet RSS MiB / fds at: " + ", ".join(
                   f"{s.when} {s.rss_mib:.0f}/{s.fds}" for s in result.samples)]
@@ -301,10 +291,6 @@ def render_side(result: SideResult, args: argparse.Namespace) -> list[str]:
                   f"  fds after vs first churn sample: {fds_change:+.1%} "
                   f"(growth within {FLAT_TOLERANCE:.0%}) {verdict(fds_change <= FLAT_TOLERANCE)}"]
     return lines
-
-
-def _count(value: float | None) -> str:
-    return "-" if value is None else f"{value:g}"
 
 
 def render(results: Sequence[SideResult], args: argparse.Namespace, version: str) -> str:

@@ -51,7 +51,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -340,18 +340,8 @@ def render_side(result: SideResult) -> list[str]:
                      f"{w.fds:5d} {tasks} {w.threads:4d} {w.cpu_percent:6.1f}")
     lines.append("  (tasks: asyncio tasks for pykubelet, goroutines for the Go kubelet; late: "
                  "created in the window, never Running before deletion)")
-    lines += ["", f"  {'left after a quiet minute':36} {'before':>7} {'after':>7}"]
-    left_ok = True
-    for row in LEFT_ROWS:
-        before, after = result.before.get(row), result.after.get(row)
-        if before is None and after is None:
-            continue
-        same = before == after
-        left_ok &= same
-        lines.append(f"  {row:36} {_count(before):>7} {_count(after):>7}  {verdict(same)}")
-        if row == LEFT_ROWS[1] and result.cgroups_left:
-            lines.append("    in " + ", ".join(f"{hierarchy} {count}" for hierarchy, count
-                                              in sorted(result.cgroups_left.items())))
+    left_lines, left_ok = render_leftovers(result.before, result.after, result.cgroups_left)
+    lines += ["", *left_lines]
     all_ms = [ms for w in windows for ms in w.latencies_ms]
     run_p99 = percentile(all_ms, 0.99) if all_ms else float("inf")
     rss_ok, rss_change = flat(windows, "rss_mib")
@@ -366,6 +356,26 @@ def render_side(result: SideResult) -> list[str]:
               f"(SLO {POD_START_SLO_SECONDS * 1000:.0f} ms) "
               f"{verdict(run_p99 <= POD_START_SLO_SECONDS * 1000)}"]
     return lines
+
+
+def render_leftovers(before: Mapping[str, float | None], after: Mapping[str, float | None],
+                     cgroups_left: Mapping[str, int]) -> tuple[list[str], bool]:
+    """The "left" table (each ``LEFT_ROWS`` count before and after, pod cgroups left by
+    hierarchy) and whether every count is back to its value before; shared with
+    ``bench/faults.py``."""
+    lines = [f"  {'left after a quiet minute':36} {'before':>7} {'after':>7}"]
+    left_ok = True
+    for row in LEFT_ROWS:
+        was, now = before.get(row), after.get(row)
+        if was is None and now is None:
+            continue
+        same = was == now
+        left_ok &= same
+        lines.append(f"  {row:36} {_count(was):>7} {_count(now):>7}  {verdict(same)}")
+        if row == LEFT_ROWS[1] and cgroups_left:
+            lines.append("    in " + ", ".join(f"{hierarchy} {count}" for hierarchy, count
+                                              in sorted(cgroups_left.items())))
+    return lines, left_ok
 
 
 def _count(value: float | None) -> str:
