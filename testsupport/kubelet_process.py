@@ -81,9 +81,17 @@ SYS_NODE_DIR = Path("/sys/devices/system/node")
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 now. The probes stay bound until all are
+    chosen: released one at a time, the kernel may hand the same port out twice."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
 
 
 def write_kernel_tunables(directory: Path, values: Mapping[str, int] | None = None) -> Path:
@@ -199,8 +207,9 @@ class KubeletProcess:
         self.log_file = base / "kubelet.log"
         # The host's side of its DEVICE_PLUGIN_DIR: kept across restarts, as a node's is.
         self.device_plugin_dir = base / "device-plugins"
-        self.read_only_port, self.healthz_port = ports or (free_port(), free_port())
-        self.port = free_port()
+        chosen = [port for port in free_ports(5) if port not in (ports or ())]
+        self.read_only_port, self.healthz_port = ports or (chosen[0], chosen[1])
+        self.port = chosen[2]
         self.cert_dir = base / "pki"
         self.manifests.mkdir(parents=True, exist_ok=True)
         self.device_plugin_dir.mkdir(exist_ok=True)

@@ -64,7 +64,12 @@ class Registry:
         self._run("stop")
 
     def __enter__(self) -> Registry:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            # A half-started registry (daemon up, images not pushed) would outlive the test.
+            self.stop()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:

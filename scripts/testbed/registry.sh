@@ -106,10 +106,12 @@ auth:
 EOF
 }
 
-# The HOST (127.0.0.1:PORT) of the running registry, from its log.
+# The HOST (127.0.0.1:PORT) of the running registry, from its log; empty (and success)
+# while the registry has not logged it yet: under pipefail a grep that matches nothing
+# would fail the caller's assignment and, with set -e, end the script without a word.
 listening_host() {
-    grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$dir/registry.log" | tail -n 1 \
-        | sed 's/^listening on //'
+    { grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$dir/registry.log" || true; } \
+        | tail -n 1 | sed 's/^listening on //'
 }
 
 start_daemon() {
