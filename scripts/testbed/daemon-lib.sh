@@ -18,6 +18,10 @@ pid_from_file() {
     [[ -s "$file" ]] || return 1
     pid="$(cat "$file")"
     [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$match" || return 1
+    # Read whole, then matched: piped into grep -q, a grep that stops at the first match
+    # can fail the pipeline under pipefail, and a live daemon would be taken for dead.
+    local args
+    args="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || return 1
+    [[ "$args" == *"$match"* ]] || return 1
     echo "$pid"
 }
