@@ -18,6 +18,10 @@ PACKAGES=(
     openssl                      # the registry's CA and serving certificate
     prometheus                   # scrapes the kubelet API's metrics in the tests, as in a cluster
     libbsd0                      # netcat-openbsd's library, for the e2e agnhost image
+    unbound python3-unbound      # the cluster DNS (dns.sh, testsupport/cluster_dns.py) and the
+                                 # Python module its pod records are answered by
+    bind9-dnsutils               # dig: the tests ask the cluster DNS over UDP and TCP
+    conntrack                    # kube-proxy's conntrack clean-up
 )
 
 die() { echo "install.sh: error: $*" >&2; exit 1; }
@@ -50,9 +54,19 @@ rm -f "$apt_log"
 
 # The Debian package enables the host containerd service; the testbed runs its
 # own daemon and does not need it, but leaving it running is harmless.
-for tool in containerd runc ctr gcc docker-registry skopeo htpasswd openssl; do
+# Not so unbound's: a recursive resolver on the host's port 53 that, with
+# resolvconf, becomes the host's own resolver. The testbed runs unbound with
+# a private configuration only, so a host service this run installed is
+# stopped and disabled again (a machine that had unbound before keeps it as it was).
+if [[ " ${missing[*]} " == *" unbound "* && -d /run/systemd/system ]]; then
+    systemctl disable --now --quiet unbound.service unbound-resolvconf.service 2>/dev/null || true
+fi
+for tool in containerd runc ctr gcc docker-registry skopeo htpasswd openssl unbound \
+        unbound-control dig conntrack; do
     command -v "$tool" >/dev/null || die "$tool still missing after installing packages"
 done
 [[ -x /usr/lib/cni/bridge ]] || die "/usr/lib/cni/bridge missing after installing packages"
 [[ -x /bin/busybox ]] || die "/bin/busybox missing after installing packages"
+[[ -f /usr/lib/python3/dist-packages/unboundmodule.py ]] \
+    || die "unboundmodule.py (python3-unbound) missing after installing packages"
 echo "install.sh: done"
