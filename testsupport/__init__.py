@@ -17,5 +17,7 @@ either of them, and nothing here needs pytest.
 - ``podwatch``: a namespace's pods as an admin watch sees them start and go;
 - ``soak``: the soak's pod mix and churn, and what a node holds after it;
 - ``pki``: a throw-away certificate authority for the kubelet API's client
-  certificates.
+  certificates;
+- ``cluster_dns``: the testbed's stand-in for CoreDNS, Debian's unbound serving
+  ``cluster.local`` from the API (``scripts/testbed/dns.sh``).
 """
