@@ -51,7 +51,12 @@ from typing import Any
 import yaml
 
 from testsupport.cluster import ClusterKubelet, get_node, host_ip, is_ready
-from testsupport.controlplane import ControlPlane, ControlPlaneError, build_binaries
+from testsupport.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    build_binaries,
+    kubectl_binary,
+)
 from testsupport.go_kubelet import GO_CONTAINER_LOGS, GO_POD_LOGS, GoKubeletProcess
 from testsupport.kubelet_process import KubeletProcess, remove_everything
 from testsupport.polling import WaitTimeout, wait_until
@@ -264,6 +269,8 @@ def ginkgo_command(*, bin_dir: Path, plane: ControlPlane, focus: str, skip: str,
         str(bin_dir / "e2e.test"), "--",
         "--provider=skeleton",
         f"--kubeconfig={plane.admin_kubeconfig}",
+        # The suite's kubectl tests run the kubectl of the server's version.
+        f"--kubectl-path={kubectl_binary(bin_dir)}",
         f"--ginkgo.focus={focus}",
         f"--ginkgo.skip={skip}",
         "--ginkgo.flakeAttempts=1",

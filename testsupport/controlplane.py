@@ -9,7 +9,10 @@ locates the binaries, drives the scripts, and turns their failures into
 exceptions that carry the failing component's own log.
 
 The same build yields the upstream Go kubelet (v1.20), found with
-:func:`go_kubelet_binary`, for side-by-side measurements.
+:func:`go_kubelet_binary`, for side-by-side measurements, and the kubectl of
+the control plane's version, found with :func:`kubectl_binary`: every test,
+benchmark and harness runs that one, never a kubectl from PATH (a machine's
+own is usually far outside the version skew a 1.20 API server supports).
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import contextlib
 import json
 import os
 import secrets
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,6 +95,19 @@ def go_kubelet_binary(build: bool = False) -> Path:
     """The upstream Go kubelet built from the same source as the control plane
     (``built_binary`` says where it is looked for)."""
     return built_binary("kubelet", "Go kubelet", build=build)
+
+
+def kubectl_binary(bin_dir: Path | None = None, *, build: bool = False) -> Path:
+    """The kubectl built with the control plane: the one in ``bin_dir`` (a running
+    plane's own, :attr:`ControlPlane.bin_dir`) or else where ``built_binary`` looks."""
+    if bin_dir is None:
+        return built_binary("kubectl", "kubectl", build=build)
+    path = bin_dir / "kubectl"
+    if not path.is_file():
+        raise ControlPlaneError(
+            f"no kubectl in {bin_dir}: run {BUILD_SCRIPT} as root (it adds the programs "
+            "a cache lacks)")
+    return path
 
 
 class ControlPlane:
@@ -209,14 +224,18 @@ class ControlPlane:
 
     # --- kubectl --------------------------------------------------------------
 
+    def kubectl_argv(self, *args: str, kubeconfig: Path | None = None) -> list[str]:
+        """The command line running the built kubectl (``kubectl_binary``, from this
+        plane's binaries) against this cluster, as admin unless ``kubeconfig``; for
+        commands that stream (``logs -f``, ``port-forward``) and need their own process."""
+        return [str(kubectl_binary(self.bin_dir)),
+                "--kubeconfig", str(kubeconfig or self.admin_kubeconfig), *args]
+
     def kubectl(self, *args: str, kubeconfig: Path | None = None, input: str | None = None,
                 check: bool = True,
                 timeout: float = KUBECTL_TIMEOUT_SECONDS) -> subprocess.CompletedProcess[str]:
-        """Run the installed kubectl against this cluster (as admin unless ``kubeconfig``)."""
-        kubectl = shutil.which("kubectl")
-        if kubectl is None:
-            raise ControlPlaneError(f"kubectl not installed: run {BUILD_SCRIPT} as root")
-        argv = [kubectl, "--kubeconfig", str(kubeconfig or self.admin_kubeconfig), *args]
+        """Run the built kubectl against this cluster (``kubectl_argv``) to completion."""
+        argv = self.kubectl_argv(*args, kubeconfig=kubeconfig)
         result = subprocess.run(argv, input=input, capture_output=True, text=True,
                                 timeout=timeout, check=False)
         if check and result.returncode != 0:

@@ -131,8 +131,14 @@ async def delegated(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterato
 
 
 def service_account_token(plane: ControlPlane, name: str) -> str:
+    """A token for a new service account, from its TokenRequest subresource (what
+    ``kubectl create token`` does from 1.24 on; the 1.20 kubectl has no such command)."""
     plane.kubectl("create", "serviceaccount", name, "-n", NAMESPACE)
-    return plane.kubectl("create", "token", name, "-n", NAMESPACE).stdout.strip()
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    answer = plane.kubectl(
+        "create", "--raw", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{name}/token",
+        "-f", "-", input=json.dumps(request))
+    return str(json.loads(answer.stdout)["status"]["token"])
 
 
 @contextlib.contextmanager
@@ -266,9 +272,13 @@ def proxied(control_plane: ControlPlane, testbed: Testbed,
             control_plane.kubectl("create", "-f", "-", input=json.dumps(obj))
         # No kubelet reports these pods' status in this standalone run; kubectl
         # port-forward insists on a Running pod, so the test says it is.
+        # (The 1.20 kubectl patches no subresource: read the pod, PUT its status.)
         for name in (f"talker-{node}", f"httpd-{node}"):
-            control_plane.kubectl("patch", "pod", name, "-n", NAMESPACE, "--subresource=status",
-                                  "--type=merge", "-p", '{"status": {"phase": "Running"}}')
+            pod = control_plane.kubectl_json("get", "pod", name, "-n", NAMESPACE)
+            pod["status"]["phase"] = "Running"
+            control_plane.kubectl("replace", "--raw",
+                                  f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/status",
+                                  "-f", "-", input=json.dumps(pod))
         yield ProxiedNode(kubelet, control_plane)
     finally:
         control_plane.kubectl("delete", "pod", "-n", NAMESPACE, "--ignore-not-found",
@@ -288,8 +298,7 @@ def test_kubectl_logs_through_the_api_server(proxied: ProxiedNode) -> None:
 
 
 def test_kubectl_logs_follow_streams_new_lines(proxied: ProxiedNode) -> None:
-    argv = ["kubectl", "--kubeconfig", str(proxied.plane.admin_kubeconfig), "logs", "-f",
-            "--tail=1", proxied.pod("talker")]
+    argv = proxied.plane.kubectl_argv("logs", "-f", "--tail=1", proxied.pod("talker"))
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
@@ -321,8 +330,8 @@ def test_kubectl_exec_with_stdin(proxied: ProxiedNode) -> None:
 
 def test_kubectl_port_forward_reaches_httpd(proxied: ProxiedNode) -> None:
     local = free_port()
-    argv = ["kubectl", "--kubeconfig", str(proxied.plane.admin_kubeconfig), "port-forward",
-            f"pod/{proxied.pod('httpd')}", f"{local}:8080"]
+    argv = proxied.plane.kubectl_argv("port-forward", f"pod/{proxied.pod('httpd')}",
+                                      f"{local}:8080")
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         def forwarded() -> str:
