@@ -47,9 +47,12 @@ BINARIES=("${TARGETS[@]##*/}")
 # The image programs run in a busybox root file system with no C library
 # (kubectl and kube-proxy are static in upstream's own list already).
 STATIC_IMAGE_PROGRAMS="agnhost nonewprivs sample-apiserver"
-# Source files the agnhost image carries beside the program (its porter's
-# TLS pair), kept in the cache under image-data/.
-IMAGE_DATA=(test/images/agnhost/porter/localhost.crt test/images/agnhost/porter/localhost.key)
+# Source files the e2e images carry beside the programs, kept in the cache under
+# image-data/: agnhost's porter TLS pair, and the page data and pictures of the
+# Update Demo's nautilus and kitten (build-images.sh).
+IMAGE_DATA=(test/images/agnhost/porter/localhost.crt test/images/agnhost/porter/localhost.key
+            test/images/nautilus/html/data.json test/images/nautilus/html/nautilus.jpg
+            test/images/kitten/html/data.json test/images/kitten/html/kitten.jpg)
 BUILD_PACKAGES=(golang-go make rsync dpkg-dev golang-github-modern-go-reflect2-dev)
 RUNTIME_PACKAGES=(etcd-server openssl)
 # Debian's reflect2 1.0.2: the copy vendored by Kubernetes 1.20 (v1.0.1) reads
