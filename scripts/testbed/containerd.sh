@@ -11,8 +11,17 @@
 # whose file lock keeps concurrent testbeds from handing out the same IP.
 # DIR must stay short: the socket path is limited to 108 bytes.
 #
+# A testbed of a test host (nodehost.sh) runs in the node's network namespace
+# with a pod network of its own: start's --netns PATH runs the daemon (and so
+# its shims, CNI plugins and hostNetwork pods) under "nsenter --net=PATH",
+# keeping the host's mount namespace, where the kubelet's volume mounts are;
+# --pod-subnet CIDR gives its pods that subnet (bridge pykcni0 in that
+# namespace, the gateway the subnet's first address) with the leases under
+# DIR/cni/ipam. Both are kept in DIR/network for later commands.
+#
 # Usage:
-#   containerd.sh start [DIR]        start (or reuse) the daemon, import the test images,
+#   containerd.sh start [DIR] [--netns PATH] [--pod-subnet CIDR]
+#                                    start (or reuse) the daemon, import the test images,
 #                                    write DIR/env; on an existing root it re-attaches
 #                                    to running shims
 #   containerd.sh stop-daemon [DIR]  stop only the daemon; shims and containers keep running
@@ -32,6 +41,8 @@ CNI_BRIDGE=pykcni0
 CNI_SUBNET=10.88.0.0/16
 CNI_NETWORK=pykubelet
 CNI_LEASE_DIR=/var/lib/cni/networks/$CNI_NETWORK
+# The network namespace the daemon runs in (a path; empty: the caller's), see above.
+netns=""
 READY_TIMEOUT=${PYKUBELET_TESTBED_READY_TIMEOUT:-60}
 STOP_TIMEOUT=20
 
@@ -196,9 +207,14 @@ start_daemon() {
     snapshotter="$(choose_snapshotter)"
     write_config "$snapshotter"
     rm -f "$dir/containerd.sock" "$dir/containerd.sock.ttrpc"
+    if [[ -n "$netns" && ! -e "$netns" ]]; then
+        log "error: no network namespace $netns"
+        exit 1
+    fi
     echo "=== start $(date -u +%FT%TZ) snapshotter=$snapshotter" >>"$dir/containerd.log"
     # setsid: the daemon must not get the caller's Ctrl-C or die with its session.
-    setsid containerd --config "$dir/config.toml" </dev/null >>"$dir/containerd.log" 2>&1 &
+    setsid ${netns:+nsenter --net="$netns"} containerd --config "$dir/config.toml" \
+        </dev/null >>"$dir/containerd.log" 2>&1 &
     pid=$!
     echo "$pid" >"$dir/containerd.pid"
     while [[ ! -S "$dir/containerd.sock" ]]; do
@@ -333,6 +349,14 @@ unmount_all_under_dir() {
 }
 
 remove_bridge_if_unused() {
+    if [[ -n "$netns" ]]; then
+        # The node's own bridge, in its namespace (gone already with the namespace).
+        [[ -e "$netns" ]] || return 0
+        if [[ -z "$(nsenter --net="$netns" ip -o link show master "$CNI_BRIDGE" 2>/dev/null)" ]]; then
+            nsenter --net="$netns" ip link delete "$CNI_BRIDGE" 2>/dev/null || true
+        fi
+        return 0
+    fi
     # Several testbeds share the bridge; only the last one out removes it.
     if [[ -d "/sys/class/net/$CNI_BRIDGE" ]] \
         && [[ -z "$(ls -A "/sys/class/net/$CNI_BRIDGE/brif" 2>/dev/null)" ]]; then
@@ -362,6 +386,37 @@ cmd_stop() {
     remove_bridge_if_unused
 }
 
+# Usage: network_options [--netns PATH] [--pod-subnet CIDR] (start's options): set netns,
+# CNI_SUBNET and CNI_LEASE_DIR from them, or from DIR/network when none are given, and
+# record them there. Without either, and no DIR/network, the defaults stay.
+network_options() {
+    local given_netns="" given_subnet="" record=0
+    [[ $# -eq 0 ]] || record=1
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --netns) [[ $# -ge 2 ]] || die "--netns needs a path"; given_netns="$2"; shift 2 ;;
+            --pod-subnet) [[ $# -ge 2 ]] || die "--pod-subnet needs a CIDR"; given_subnet="$2"; shift 2 ;;
+            *) die "unknown option $1" ;;
+        esac
+    done
+    if [[ -z "$given_netns$given_subnet" && -s "$dir/network" ]]; then
+        given_netns="$(sed -n 's/^NETNS=//p' "$dir/network")"
+        given_subnet="$(sed -n 's/^POD_SUBNET=//p' "$dir/network")"
+    fi
+    [[ -n "$given_netns$given_subnet" ]] || return 0
+    netns="$given_netns"
+    if [[ -n "$given_subnet" ]]; then
+        [[ "$given_subnet" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+/[0-9]+$ ]] \
+            || die "--pod-subnet $given_subnet is not an IPv4 CIDR"
+        CNI_SUBNET="$given_subnet"
+        CNI_LEASE_DIR="$dir/cni/ipam/$CNI_NETWORK"
+    fi
+    if [[ "$record" == 1 ]]; then
+        mkdir -p "$dir"
+        printf 'NETNS=%s\nPOD_SUBNET=%s\n' "$netns" "$given_subnet" >"$dir/network"
+    fi
+}
+
 cmd_status() {
     local pid
     pid="$(daemon_pid)" || { echo "stopped"; return 1; }
@@ -376,10 +431,10 @@ main() {
         / | /tmp | /usr* | /etc* | /var | /root | /home) die "refusing to use $dir as DIR" ;;
     esac
     case "$command" in
-        start) cmd_start ;;
-        stop-daemon) cmd_stop_daemon ;;
-        stop) cmd_stop ;;
-        status) cmd_status ;;
+        start) shift "$(($# < 2 ? $# : 2))"; network_options "$@"; cmd_start ;;
+        stop-daemon) network_options; cmd_stop_daemon ;;
+        stop) network_options; cmd_stop ;;
+        status) network_options; cmd_status ;;
         import) shift 2; cmd_import "$@" ;;
         *)
             sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2

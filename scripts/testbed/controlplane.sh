@@ -3,7 +3,8 @@
 # demos: Debian's etcd 3.4 and the kube-apiserver, kube-controller-manager and
 # kube-scheduler that controlplane-build.sh builds from Debian's source package.
 #
-# Everything lives under DIR; every component listens on 127.0.0.1 on ports
+# Everything lives under DIR; every component listens on 127.0.0.1 (the API
+# server on PYKUBELET_CONTROLPLANE_ADVERTISE_ADDRESS when set) on ports
 # the kernel hands out at start, so several control planes can run at once.
 # All traffic is TLS with certificates from a CA generated under DIR/pki:
 #   DIR/env                  shell-sourceable facts: ports, URLs, file paths
@@ -26,12 +27,19 @@
 # Environment: PYKUBELET_K8S_BIN_DIR (default: the cache controlplane-build.sh fills),
 #   PYKUBELET_CONTROLPLANE_READY_TIMEOUT (seconds, default 120),
 #   PYKUBELET_CONTROLPLANE_SIGNING_DURATION (kube-controller-manager's
-#   --cluster-signing-duration, e.g. 7m, for certificate rotation tests).
+#   --cluster-signing-duration, e.g. 7m, for certificate rotation tests),
+#   PYKUBELET_CONTROLPLANE_ADVERTISE_ADDRESS (an address of this host that pods
+#   and test hosts reach, e.g. nodehost.sh's HOST_ADDRESS: kube-apiserver binds
+#   and advertises it instead of 127.0.0.1, the kubeconfigs name it, the
+#   serving certificate carries it, and the `kubernetes` Service gets it as its
+#   endpoint; etcd, the controller manager's and the scheduler's own ports stay
+#   on 127.0.0.1).
 set -euo pipefail
 
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 READY_TIMEOUT=${PYKUBELET_CONTROLPLANE_READY_TIMEOUT:-120}
 SIGNING_DURATION=${PYKUBELET_CONTROLPLANE_SIGNING_DURATION:-}
+ADVERTISE_ADDRESS=${PYKUBELET_CONTROLPLANE_ADVERTISE_ADDRESS:-}
 STOP_TIMEOUT=15
 SERVICE_CLUSTER_IP_RANGE=10.96.0.0/16
 SERVICE_CLUSTER_IP=10.96.0.1  # the first address: the kubernetes Service
@@ -324,7 +332,20 @@ cmd_start() {
 
     local etcd_port etcd_peer_port apiserver_port kcm_port scheduler_port
     read -r etcd_port etcd_peer_port apiserver_port kcm_port scheduler_port <<<"$(free_ports 5)"
-    APISERVER_URL="https://127.0.0.1:$apiserver_port"
+    # Where kube-apiserver listens, what it advertises, and what its endpoint
+    # reconciler does: without an advertise address, loopback and no endpoint for
+    # the `kubernetes` Service (pods could not use 127.0.0.1 anyway).
+    local apiserver_address=127.0.0.1 reconciler=none extra_sans=()
+    if [[ -n "$ADVERTISE_ADDRESS" ]]; then
+        [[ "$ADVERTISE_ADDRESS" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] \
+            || die "PYKUBELET_CONTROLPLANE_ADVERTISE_ADDRESS=$ADVERTISE_ADDRESS is not an IPv4 address"
+        [[ -n "$(ip -4 -o addr show to "$ADVERTISE_ADDRESS/32" 2>/dev/null)" ]] \
+            || die "$ADVERTISE_ADDRESS is not an address of this host (create the test hosts first)"
+        apiserver_address=$ADVERTISE_ADDRESS
+        reconciler=lease
+        extra_sans=("IP:$ADVERTISE_ADDRESS")
+    fi
+    APISERVER_URL="https://$apiserver_address:$apiserver_port"
     local pki="$dir/pki" etcd_url="https://127.0.0.1:$etcd_port"
 
     new_ca "$pki/ca" pykubelet-testbed-ca
@@ -342,7 +363,7 @@ cmd_start() {
     issue_cert "$pki/apiserver" "/CN=kube-apiserver" serverAuth \
         "IP:127.0.0.1" "IP:$SERVICE_CLUSTER_IP" "DNS:localhost" "DNS:kubernetes" \
         "DNS:kubernetes.default" "DNS:kubernetes.default.svc" \
-        "DNS:kubernetes.default.svc.cluster.local"
+        "DNS:kubernetes.default.svc.cluster.local" ${extra_sans[@]+"${extra_sans[@]}"}
     issue_cert "$pki/apiserver-kubelet-client" \
         "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
     issue_cert "$pki/admin" "/O=system:masters/CN=kubernetes-admin" clientAuth
@@ -364,7 +385,7 @@ cmd_start() {
         --cert "$pki/apiserver-etcd-client.crt" --key "$pki/apiserver-etcd-client.key"
 
     launch kube-apiserver "$bin_dir/kube-apiserver" \
-        --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+        --bind-address="$apiserver_address" --advertise-address="$apiserver_address" \
         --secure-port="$apiserver_port" --insecure-port=0 \
         --etcd-servers="$etcd_url" --etcd-cafile="$pki/ca.crt" \
         --etcd-certfile="$pki/apiserver-etcd-client.crt" \
@@ -390,7 +411,7 @@ cmd_start() {
         --enable-admission-plugins=NodeRestriction \
         --enable-bootstrap-token-auth=true \
         --allow-privileged=true \
-        --endpoint-reconciler-type=none \
+        --endpoint-reconciler-type="$reconciler" \
         --feature-gates=BoundServiceAccountTokenVolume=true \
         --profiling=false --v=1
     wait_ready kube-apiserver "$APISERVER_URL/readyz" ok --cacert "$pki/ca.crt"
@@ -440,6 +461,9 @@ APISERVER_KUBELET_CLIENT_CERT=$pki/apiserver-kubelet-client.crt
 SERVICE_CLUSTER_IP_RANGE=$SERVICE_CLUSTER_IP_RANGE
 SERVICE_ACCOUNT_ISSUER=$SERVICE_ACCOUNT_ISSUER
 EOF
+    if [[ -n "$ADVERTISE_ADDRESS" ]]; then
+        echo "APISERVER_ADVERTISE_ADDRESS=$ADVERTISE_ADDRESS" >>"$dir/env.partial"
+    fi
     mv "$dir/env.partial" "$dir/env"
     trap - EXIT
     cat "$dir/env"
@@ -477,11 +501,13 @@ cmd_bootstrap_kubeconfig() {
         echo "$file"
         return 0
     fi
-    command -v kubectl >/dev/null || die "kubectl missing: run controlplane-build.sh"
+    # The kubectl built with the control plane (a machine's own may be of any version).
+    local kubectl="$KUBERNETES_BIN_DIR/kubectl"
+    [[ -x "$kubectl" ]] || die "$kubectl missing: run controlplane-build.sh"
     # A bootstrap token is "<6 chars>.<16 chars>" of [a-z0-9].
     token_id="$(openssl rand -hex 3)"
     token_secret="$(openssl rand -hex 8)"
-    kubectl --kubeconfig "$ADMIN_KUBECONFIG" apply -f - >/dev/null <<EOF || die "could not create the bootstrap token and its RBAC bindings"
+    "$kubectl" --kubeconfig "$ADMIN_KUBECONFIG" apply -f - >/dev/null <<EOF || die "could not create the bootstrap token and its RBAC bindings"
 apiVersion: v1
 kind: Secret
 metadata:
