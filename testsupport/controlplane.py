@@ -113,16 +113,22 @@ def kubectl_binary(bin_dir: Path | None = None, *, build: bool = False) -> Path:
 class ControlPlane:
     """One etcd + kube-apiserver + controller manager + scheduler rooted at ``dir``."""
 
-    def __init__(self, dir: str | Path, signing_duration: str = "") -> None:
+    def __init__(self, dir: str | Path, signing_duration: str = "", *,
+                 advertise_address: str = "") -> None:
         self.dir = Path(dir)
         # kube-controller-manager's --cluster-signing-duration (e.g. "7m"); default one year.
         self.signing_duration = signing_duration
+        # An address of this machine the API server listens on and advertises (the
+        # kubernetes Service's endpoint), so that test hosts and pods reach it
+        # (testsupport/nodehost.py); empty: 127.0.0.1 only, reachable from the host alone.
+        self.advertise_address = advertise_address
         self._env: dict[str, str] | None = None
 
     @classmethod
-    def fresh(cls, signing_duration: str = "") -> ControlPlane:
+    def fresh(cls, signing_duration: str = "", *, advertise_address: str = "") -> ControlPlane:
         """A control plane in a new directory under /tmp."""
-        return cls(Path("/tmp") / f"pkcp-{secrets.token_hex(4)}", signing_duration)
+        return cls(Path("/tmp") / f"pkcp-{secrets.token_hex(4)}", signing_duration,
+                   advertise_address=advertise_address)
 
     # --- facts from DIR/env ---------------------------------------------------
 
@@ -252,7 +258,8 @@ class ControlPlane:
 
     def _run(self, command: str, *args: str, timeout: float = SCRIPT_TIMEOUT_SECONDS) -> str:
         argv = [str(CONTROLPLANE_SCRIPT), command, str(self.dir), *args]
-        env = {**os.environ, "PYKUBELET_CONTROLPLANE_SIGNING_DURATION": self.signing_duration}
+        env = {**os.environ, "PYKUBELET_CONTROLPLANE_SIGNING_DURATION": self.signing_duration,
+               "PYKUBELET_CONTROLPLANE_ADVERTISE_ADDRESS": self.advertise_address}
         result = run_script(argv, env=env, timeout=timeout, failed=lambda what, output: (
             ControlPlaneError(self._failure(argv, what, output))))
         return result.stdout

@@ -46,7 +46,6 @@ from testsupport.testbed import (
 NODEHOST_SCRIPT = SCRIPTS_DIR / "nodehost.sh"
 SCRIPT_TIMEOUT_SECONDS = 60.0
 MAX_INDEX = 200
-ADVERTISE_ADDRESS_VARIABLE = "PYKUBELET_CONTROLPLANE_ADVERTISE_ADDRESS"
 
 
 class NodeHostError(RuntimeError):
@@ -227,21 +226,13 @@ def reachable_control_plane(address: str) -> Iterator[ControlPlane]:
     address of this machine, e.g. ``NodeHost.host_address``): the ``kubernetes`` Service's
     endpoint, reachable from every test host and pod. Built first if need be."""
     built_binary("kube-apiserver", "control plane", build=True)
-    plane = ControlPlane.fresh()
-    # ControlPlane hands its environment to controlplane.sh.
-    previous = os.environ.get(ADVERTISE_ADDRESS_VARIABLE)
-    os.environ[ADVERTISE_ADDRESS_VARIABLE] = address
+    plane = ControlPlane.fresh(advertise_address=address)
     try:
         plane.start()
     except BaseException:
         with contextlib.suppress(ControlPlaneError):
             plane.stop()
         raise
-    finally:
-        if previous is None:
-            del os.environ[ADVERTISE_ADDRESS_VARIABLE]
-        else:
-            os.environ[ADVERTISE_ADDRESS_VARIABLE] = previous
     try:
         yield plane
     finally:
