@@ -14,8 +14,8 @@ test kubelet always gets; the test process reaches them at the node IP. Its
 picks a fresh one per kubelet).
 
 ``running_nodes`` starts a whole set on a control plane whose API server pods
-reach: ``reachable_control_plane`` (the ``PYKUBELET_CONTROLPLANE_ADVERTISE_ADDRESS``
-of controlplane.sh, set to the host's address on the switch).
+reach: ``reachable_control_plane`` (``ControlPlane(advertise_address=...)``, the host's
+address on the switch).
 """
 
 from __future__ import annotations
