@@ -20,8 +20,14 @@
 # directory, cgroup root and ports, its kubelet in the background with its log
 # in PYKUBELET_STATE/<node>/kubelet.log. The API server then listens on the
 # machine's address on the test hosts' switch, which pods reach (the
-# `kubernetes` Service's endpoint). Without --nodes, the single node runs on
-# the machine itself, as it always has. Ctrl-C removes the test hosts too.
+# `kubernetes` Service's endpoint). Once the nodes are Ready, the cluster's
+# add-ons start (testsupport/cluster_addons.py, its log in
+# PYKUBELET_STATE/addons.log): kube-proxy v1.20.2 on every node, in its
+# namespace (Services: ClusterIP, NodePort, session affinity), and the cluster
+# DNS (kube-system/kube-dns at 10.96.0.10, cluster.local, which the kubelets'
+# clusterDNS name). Without --nodes, the single node runs on the machine
+# itself, as it always has, without them (kube-proxy there would rewrite the
+# machine's iptables). Ctrl-C removes the test hosts too.
 #
 # Environment: PYKUBELET_TESTBED (default /tmp/pykubelet-cluster-testbed),
 # PYKUBELET_CONTROLPLANE (default /tmp/pykubelet-controlplane),
@@ -102,6 +108,8 @@ run_test_hosts() {
         sed -e "s#^podLogsDir:.*#podLogsDir: $state/$name/logs#" "$config" >"$state/$name/kubelet.yaml"
         # Two kubelets must not share a cgroup tree; it must exist before the kubelet starts.
         echo "cgroupRoot: /pykubelet-$name" >>"$state/$name/kubelet.yaml"
+        # clusterDNS and clusterDomain: the cluster DNS the add-ons start.
+        "$PYK_PYTHON" -m testsupport.cluster_addons kubelet-config >>"$state/$name/kubelet.yaml"
         node_ips+=("$node_ip")
     done
     "$PYK_PYTHON" -c 'import sys
@@ -140,6 +148,18 @@ for root in sys.argv[1:]:
     done
     echo "run-cluster: $ready of $nodes nodes Ready, $SECONDS s after the start"
 
+    # kube-proxy on every node and the cluster DNS, until this script stops them.
+    setsid "$PYK_PYTHON" -m testsupport.cluster_addons run --controlplane "$plane" \
+        --dir "$state/addons" "${names[@]}" </dev/null >>"$state/addons.log" 2>&1 &
+    echo "$!" >"$state/addons.pid"
+    deadline=$((SECONDS + 120))
+    until [[ -s "$state/addons/ready" ]]; do
+        addons_alive || exit 1
+        ((SECONDS < deadline)) || { echo "run-cluster: the add-ons not ready after 120 s"; tail -n 15 "$state/addons.log"; exit 1; }
+        sleep 0.5
+    done
+    echo "run-cluster: $(cat "$state/addons/ready"), $SECONDS s after the start"
+
     local path_line=""
     # The control plane's own kubectl first on PATH (a machine's may be far off its version).
     [[ "$kubectl" == kubectl ]] || path_line="
@@ -155,7 +175,12 @@ pykubelet cluster run: $nodes nodes on test hosts (Ctrl-C stops them and removes
     kubectl apply -f $repo/examples/cluster/deployment.yaml
     kubectl get pods -o wide                         # the pods spread, each in its node's pod CIDR
     kubectl logs deploy/hello                        # through the node's kubelet API on 10250
+    kubectl create deployment web --image=pykubelet.local/busybox:1.35 -- httpd -f -p 8080 -h /etc
+    kubectl expose deployment web --port 80 --target-port 8080
+    kubectl exec deploy/hello -- nslookup web.default.svc.cluster.local    # the cluster DNS
+    kubectl exec deploy/hello -- wget -q -O - http://web.default.svc.cluster.local/hostname
   on a node: nsenter --net=/run/netns/pykn-${names[0]} ip route   (its network; hostNetwork pods share it)
+  add-ons          kube-proxy and the cluster DNS: $state/addons.log, $state/addons/<node>/kube-proxy.log
 EOF
     for i in "${!names[@]}"; do
         name=${names[$i]}
@@ -163,10 +188,20 @@ EOF
     done
     echo "  control plane logs in $plane/logs/"
     echo
-    while kubelets_alive; do
+    while kubelets_alive && addons_alive; do
         sleep 1
     done
     exit 1
+}
+
+# The add-ons still run; else say so, with their log's last lines.
+addons_alive() {
+    local pid
+    pid=$(cat "$state/addons.pid" 2>/dev/null) || return 0
+    kill -0 "$pid" 2>/dev/null && return 0
+    echo "run-cluster: the cluster add-ons (kube-proxy, DNS) exited; the end of $state/addons.log:"
+    tail -n 15 "$state/addons.log"
+    return 1
 }
 
 # The kubelets still run; else say which one stopped, with its log's last lines.
@@ -189,6 +224,7 @@ cleanup_test_hosts() {
     if [[ "${KEEP_TESTBED:-0}" == 1 ]]; then
         echo "run-cluster: KEEP_TESTBED=1: the kubelets, pods, containerds, test hosts, the control"
         echo "plane and $state are kept; remove them with:"
+        echo "  kill \$(cat $state/addons.pid)"
         for name in "${names[@]}"; do
             echo "  kill \$(cat $state/$name/kubelet.pid)"
         done
@@ -203,8 +239,17 @@ cleanup_test_hosts() {
         echo "  awk '\$2 ~ \"^$state/\" {print \$2}' /proc/mounts | sort -r | xargs -r -n1 umount; rm -rf $state"
         return
     fi
-    echo "run-cluster: removing the kubelets, pods, containerds, test hosts, the control plane and $state (please wait)"
+    echo "run-cluster: removing the add-ons, kubelets, pods, containerds, test hosts, the control plane and $state (please wait)"
     local pids=() pid waited=0
+    # The add-ons first (they stop kube-proxy and the DNS server themselves).
+    if pid=$(cat "$state/addons.pid" 2>/dev/null); then
+        kill -TERM "$pid" 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null; do
+            ((waited++ < 300)) || { kill -KILL "$pid" 2>/dev/null || true; break; }
+            sleep 0.1
+        done
+        waited=0
+    fi
     for name in "${names[@]}"; do
         pid=$(cat "$state/$name/kubelet.pid" 2>/dev/null) && pids+=("$pid")
     done

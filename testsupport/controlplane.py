@@ -219,6 +219,11 @@ class ControlPlane:
         """A kubeconfig authenticating as the node (CN=system:node:NAME, O=system:nodes)."""
         return Path(self._run("node-credentials", node_name).strip())
 
+    def proxy_kubeconfig(self) -> Path:
+        """A kubeconfig authenticating as kube-proxy (CN=system:kube-proxy, which the
+        default RBAC policy binds to the ClusterRole system:node-proxier)."""
+        return Path(self._run("proxy-credentials").strip())
+
     def bootstrap_kubeconfig(self) -> Path:
         """A kubeconfig with a bootstrap token that may request a kubelet client certificate.
 

@@ -91,6 +91,14 @@ class NodeHost:
             raise NodeHostError(f"no {count} free test-host indexes (taken: {sorted(used)})")
         return [cls(unique(prefix), index) for index in free]
 
+    @classmethod
+    def existing(cls, name: str) -> NodeHost:
+        """The test host ``name`` someone else created (``nodehost.sh env``)."""
+        facts = _facts(_nodehost("env", name))
+        host = cls(name, int(facts["NODE_INDEX"]))
+        host._facts = facts
+        return host
+
     def create(self) -> None:
         self._facts = _facts(_nodehost("create", self.name, str(self.index)))
 

@@ -14,6 +14,7 @@
 #   DIR/logs/COMPONENT.log   DIR/run/COMPONENT.pid   DIR/etcd (data)
 #   DIR/nodes/NAME.kubeconfig  node credentials (node-credentials)
 #   DIR/bootstrap.kubeconfig   bootstrap token credentials (bootstrap-kubeconfig)
+#   DIR/kube-proxy.kubeconfig  kube-proxy's credentials (proxy-credentials)
 #
 # Usage:
 #   controlplane.sh start DIR                  start everything, wait until ready
@@ -24,6 +25,10 @@
 #   controlplane.sh bootstrap-kubeconfig DIR   print the path of a kubeconfig with a
 #                                              bootstrap token allowed to get a kubelet
 #                                              client certificate through a CSR
+#   controlplane.sh proxy-credentials DIR      print the path of a kubeconfig for
+#                                              CN=system:kube-proxy (bound to the
+#                                              ClusterRole system:node-proxier by the
+#                                              default RBAC policy), for kube-proxy
 # Environment: PYKUBELET_K8S_BIN_DIR (default: the cache controlplane-build.sh fills),
 #   PYKUBELET_CONTROLPLANE_READY_TIMEOUT (seconds, default 120),
 #   PYKUBELET_CONTROLPLANE_SIGNING_DURATION (kube-controller-manager's
@@ -33,7 +38,10 @@
 #   and advertises it instead of 127.0.0.1, the kubeconfigs name it, the
 #   serving certificate carries it, and the `kubernetes` Service gets it as its
 #   endpoint; etcd, the controller manager's and the scheduler's own ports stay
-#   on 127.0.0.1).
+#   on 127.0.0.1. It also gets --enable-aggregator-routing=true: aggregated API
+#   servers, admission webhooks and CRD conversion webhooks are then called at
+#   their Service's endpoint (pod) IP, which this host routes to the test hosts,
+#   instead of the ClusterIP, which only kube-proxy on this host would translate).
 set -euo pipefail
 
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
@@ -68,7 +76,7 @@ die() {
 }
 
 usage() {
-    die "usage: $0 start|stop|status DIR | node-credentials DIR NAME | bootstrap-kubeconfig DIR"
+    die "usage: $0 start|stop|status DIR | node-credentials DIR NAME | bootstrap-kubeconfig DIR | proxy-credentials DIR"
 }
 
 absolute_dir() {
@@ -335,7 +343,7 @@ cmd_start() {
     # Where kube-apiserver listens, what it advertises, and what its endpoint
     # reconciler does: without an advertise address, loopback and no endpoint for
     # the `kubernetes` Service (pods could not use 127.0.0.1 anyway).
-    local apiserver_address=127.0.0.1 reconciler=none extra_sans=()
+    local apiserver_address=127.0.0.1 reconciler=none extra_sans=() aggregator_routing=false
     if [[ -n "$ADVERTISE_ADDRESS" ]]; then
         [[ "$ADVERTISE_ADDRESS" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] \
             || die "PYKUBELET_CONTROLPLANE_ADVERTISE_ADDRESS=$ADVERTISE_ADDRESS is not an IPv4 address"
@@ -344,6 +352,9 @@ cmd_start() {
         apiserver_address=$ADVERTISE_ADDRESS
         reconciler=lease
         extra_sans=("IP:$ADVERTISE_ADDRESS")
+        # Services reached by endpoint IP (the pod CIDRs are routed from this host), not
+        # by ClusterIP: no kube-proxy runs on this host (it would rewrite its iptables).
+        aggregator_routing=true
     fi
     APISERVER_URL="https://$apiserver_address:$apiserver_port"
     local pki="$dir/pki" etcd_url="https://127.0.0.1:$etcd_port"
@@ -412,6 +423,7 @@ cmd_start() {
         --enable-bootstrap-token-auth=true \
         --allow-privileged=true \
         --endpoint-reconciler-type="$reconciler" \
+        --enable-aggregator-routing="$aggregator_routing" \
         --feature-gates=BoundServiceAccountTokenVolume=true \
         --profiling=false --v=1
     wait_ready kube-apiserver "$APISERVER_URL/readyz" ok --cacert "$pki/ca.crt"
@@ -492,6 +504,16 @@ cmd_node_credentials() {
         write_kubeconfig "$prefix.kubeconfig" "system:node:$name" cert "$prefix"
     fi
     echo "$prefix.kubeconfig"
+}
+
+cmd_proxy_credentials() {
+    load_env
+    local prefix="$dir/pki/kube-proxy" file="$dir/kube-proxy.kubeconfig"
+    if [[ ! -s "$file" ]]; then
+        issue_cert "$prefix" "/CN=system:kube-proxy" clientAuth
+        write_kubeconfig "$file" system:kube-proxy cert "$prefix"
+    fi
+    echo "$file"
 }
 
 cmd_bootstrap_kubeconfig() {
@@ -579,6 +601,7 @@ main() {
         status) [[ $# -eq 2 ]] || usage; cmd_status ;;
         node-credentials) [[ $# -eq 3 ]] || usage; cmd_node_credentials "$3" ;;
         bootstrap-kubeconfig) [[ $# -eq 2 ]] || usage; cmd_bootstrap_kubeconfig ;;
+        proxy-credentials) [[ $# -eq 2 ]] || usage; cmd_proxy_credentials ;;
         *) usage ;;
     esac
 }
