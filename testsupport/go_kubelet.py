@@ -3,7 +3,8 @@
 Benchmarks (``bench/peer.py``) and the conformance harness
 (``testsupport/conformance.py``) run it on the same containerd testbed as
 pykubelet, with the same handle (ports, manifests, ``/pods``), so that one
-run compares the two. It is kept from touching the host as pykubelet is
+run compares the two; on a test host of ``nodehost.py`` it is
+``NodeGoKubelet``. It is kept from touching the host as pykubelet is
 (``KubeletProcess``): no iptables chains, its own root, cert, log and
 cgroupRoot, and the same mount namespace of its own, where the kernel settings
 it would otherwise rewrite (``protectKernelDefaults: false``; 1.20 wants the
@@ -24,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ import yaml
 
 from pykubelet.volumemanager.mount import is_mount_point
 from testsupport.kubelet_process import KubeletProcess
+from testsupport.nodehost import NodeHost
 
 HEALTHZ_TIMEOUT_SECONDS = 60.0
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -130,3 +133,38 @@ def remove_cgroup_tree(path: Path) -> None:
         path.rmdir()
     except OSError as err:
         print(f"cannot remove cgroup {path}: {err}", file=sys.stderr)
+
+
+class NodeGoKubelet(GoKubeletProcess):
+    """The Go kubelet on test host ``host`` (``nodehost.py``), as ``NodeKubelet`` runs pykubelet.
+
+    Under ``nsenter --net`` into the host's namespace and nothing else (its
+    mount namespace is ``KubeletProcess``'s: the kernel tunables masked, its
+    root directory shared with containerd), ``--node-ip`` the node IP, its own
+    root directory and cgroup root as beside pykubelet. The iptables it sees
+    are the node's own; ``makeIPTablesUtilChains`` stays off as for every test
+    kubelet (kube-proxy makes its chains itself). It listens on every address of
+    the node's namespace: the API server and this process reach it at the node IP.
+    """
+
+    def __init__(self, host: NodeHost, base: Path, endpoint: str, binary: Path,
+                 node_name: str, extra_config: dict[str, Any], extra_args: list[str]) -> None:
+        # Read by serving_config, which the base class calls.
+        self.host = host
+        super().__init__(base, endpoint, binary, node_name, extra_config,
+                         [*extra_args, "--node-ip", host.node_ip])
+
+    def serving_config(self) -> dict[str, Any]:
+        return {**super().serving_config(), "address": "0.0.0.0",
+                "healthzBindAddress": "0.0.0.0"}
+
+    def command(self) -> list[str]:
+        return self.host.nsenter(super().command())
+
+    def healthz(self) -> str | None:
+        try:
+            with urllib.request.urlopen(f"http://{self.host.node_ip}:{self.healthz_port}/healthz",
+                                        timeout=2) as response:
+                return str(response.read().decode())
+        except OSError:
+            return None
