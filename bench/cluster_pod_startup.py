@@ -46,6 +46,8 @@ from kubernetes_asyncio import client, config
 
 from bench.apiproxy import CountingProxy, write_kubeconfig
 from bench.harness import (
+    API_CLIENT_CONFIG,
+    API_CLIENT_SETTINGS,
     KUBELET_ARGS,
     SLEEP_COMMAND,
     BenchmarkError,
@@ -63,7 +65,7 @@ from testsupport.podwatch import ApiRunningWatcher
 from testsupport.testbed import Testbed
 
 KUBELET_CONFIG: dict[str, Any] = {"syncFrequency": "1m", "fileCheckFrequency": "20s",
-                                  "maxPods": 110}
+                                  "maxPods": 110, **API_CLIENT_CONFIG}
 
 
 @dataclass
@@ -76,6 +78,7 @@ class ClusterResults:
     single_cold_ms: float = 0.0
     many_api_ms: list[float] = field(default_factory=list)
     many_last_ms: float = 0.0
+    many_cpu_seconds: float = 0.0
     requests_single: collections.Counter[str] = field(default_factory=collections.Counter)
     requests_many: collections.Counter[str] = field(default_factory=collections.Counter)
     idle_seconds: float = 0.0
@@ -162,9 +165,12 @@ async def measure_cluster(results: ClusterResults, plane: ControlPlane, testbed:
                 await api.create_namespaced_pod(
                     namespace, pod_manifest(name, node_name, testbed.busybox_image))
 
+            assert kubelet.process is not None
+            many_cpu_before = cpu_seconds(kubelet.process.pid)
             first_create = time.monotonic()
             await asyncio.gather(*(create(n) for n in names))
             running = await watcher.wait(names, kubelet)
+            results.many_cpu_seconds = cpu_seconds(kubelet.process.pid) - many_cpu_before
             results.many_api_ms = [(t - created[n]) * 1000 for n, t in zip(names, running,
                                                                           strict=True)]
             results.many_last_ms = (max(running) - first_create) * 1000
@@ -215,7 +221,8 @@ def render(results: ClusterResults) -> str:
     idle_parts = ", ".join(f"{k} {v / minutes:.1f}" for k, v in
                            sorted(results.idle_requests.items())) or "none"
     lines = [
-        "pykubelet cluster-mode pod start-up (pod created in the API -> Running in its status)",
+        "pykubelet cluster-mode pod start-up (pod created in the API -> Running in its status); "
+        f"{API_CLIENT_SETTINGS}",
         "  detection: admin watch of the namespace; raw bound: CRI calls on the same containerd",
         "",
         f"one pod at a time, {results.runs} runs",
@@ -229,6 +236,10 @@ def render(results: ClusterResults) -> str:
         "",
         f"{results.pods} pods created at once",
         f"  per pod, create -> Running in the API: p50 {many_p50:.1f} ms, p99 {many_p99:.1f} ms",
+        f"  pykubelet CPU from the first create to the last Running: "
+        f"{results.many_cpu_seconds:.2f} s ({results.many_cpu_seconds / results.pods:.3f} s "
+        f"per pod, {100 * results.many_cpu_seconds / max(results.many_last_ms / 1000, 1e-9):.0f} % "
+        "of one core)",
         f"  first create -> last Running: {results.many_last_ms:.1f} ms  "
         f"(raw CRI serial for {raw.pods}: {raw.raw_serial_ms:.1f} ms, ratio "
         f"{results.many_last_ms / raw.raw_serial_ms:.2f})",

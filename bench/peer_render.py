@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
-from bench.harness import client_log_lines, percentile
+from bench.harness import API_CLIENT_SETTINGS, client_log_lines, percentile
 from bench.peer_figures import K, Pair, Results
 from pykubelet.kuberuntime.container import MINIMUM_GRACE_PERIOD_SECONDS
 
@@ -167,7 +167,7 @@ def render_cluster(results: Results) -> list[str]:
     ]
     return [
         f"the same two kubelets as nodes of one control plane ({results.server_version}), "
-        "pods bound with spec.nodeName (no scheduler)",
+        f"pods bound with spec.nodeName (no scheduler); both kubelets {API_CLIENT_SETTINGS}",
         f"  {results.rounds} round(s), order {' | '.join(pair.order)}; "
         "Running seen through an admin watch; node status every 10 s (default); "
         f"idle window {results.idle_seconds:g} s",

@@ -12,8 +12,9 @@ import contextlib
 import shutil
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from bench.harness import KUBELET_CONFIG, remove_all_sandboxes
+from bench.harness import API_CLIENT_CONFIG, KUBELET_CONFIG, remove_all_sandboxes
 from bench.peer_figures import GO
 from pykubelet.cri.runtime import RemoteRuntimeService
 from pykubelet.kuberuntime.container import MINIMUM_GRACE_PERIOD_SECONDS
@@ -24,12 +25,16 @@ PY_NODE = "peer-py"
 GO_NODE = "peer-go"
 
 
+# Both kubelets' configuration: the same API client limits (unused standalone).
+NODE_CONFIG: dict[str, Any] = {**KUBELET_CONFIG, **API_CLIENT_CONFIG}
+
+
 def new_kubelet(side: str, base: Path, endpoint: str, binary: Path, node: str,
                 args: Sequence[str]) -> KubeletProcess:
-    """The kubelet of ``side`` (not started yet), on ``KUBELET_CONFIG`` and ``args``."""
+    """The kubelet of ``side`` (not started yet), on ``NODE_CONFIG`` and ``args``."""
     if side == GO:
-        return GoKubeletProcess(base, endpoint, binary, node, KUBELET_CONFIG, list(args))
-    return KubeletProcess(base, endpoint, extra_config=KUBELET_CONFIG, extra_args=list(args),
+        return GoKubeletProcess(base, endpoint, binary, node, NODE_CONFIG, list(args))
+    return KubeletProcess(base, endpoint, extra_config=NODE_CONFIG, extra_args=list(args),
                           node_name=node)
 
 

@@ -59,6 +59,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench.harness import (
+    API_CLIENT_SETTINGS,
     KUBELET_ARGS,
     BenchmarkError,
     check_alive,
@@ -352,10 +353,21 @@ def render_side(result: SideResult) -> list[str]:
               f"{rss_change:+.1%} (within {FLAT_TOLERANCE:.0%}) {verdict(rss_ok)}",
               f"  fds last window vs {'second' if len(windows) > 2 else 'first'}: "
               f"{fds_change:+.1%} (within {FLAT_TOLERANCE:.0%}) {verdict(fds_ok)}",
+              f"  CPU per pod lifecycle (create -> Running -> delete -> gone): "
+              f"{cpu_per_pod(result):.3f} CPU-s (mean CPU of the windows / the create rate)",
               f"  create -> Running p99 over the run: {run_p99:.0f} ms "
               f"(SLO {POD_START_SLO_SECONDS * 1000:.0f} ms) "
               f"{verdict(run_p99 <= POD_START_SLO_SECONDS * 1000)}"]
     return lines
+
+
+def cpu_per_pod(result: SideResult) -> float:
+    """CPU seconds per pod lifecycle: in steady churn each window starts and ends
+    ``rate`` pods a second, so a core fraction over the rate is seconds per pod."""
+    if not result.windows or result.rate <= 0:
+        return float("nan")
+    mean = sum(w.cpu_percent for w in result.windows) / len(result.windows)
+    return mean / 100 / result.rate
 
 
 def render_leftovers(before: Mapping[str, float | None], after: Mapping[str, float | None],
@@ -384,7 +396,8 @@ def _count(value: float | None) -> str:
 
 def render(results: Sequence[SideResult]) -> str:
     version = results[0].server_version if results else ""
-    lines = [f"churn soak, control plane {version}, pods bound with spec.nodeName"]
+    lines = [f"churn soak, control plane {version}, pods bound with spec.nodeName; "
+             f"every kubelet {API_CLIENT_SETTINGS}"]
     for result in results:
         lines += ["", *render_side(result)]
     return "\n".join(lines)

@@ -17,17 +17,23 @@ from typing import Any, TypeVar
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.models import V1Container, V1Pod
 
+from pykubelet.api.modelcodec import decode
+
 T = TypeVar("T")
 
-# The generated ApiClient holds the (de)serialisation logic, but its
-# constructor opens an HTTP connection pool that needs a running event loop.
-# Only the codec half is needed here, so the instance is made without __init__.
+# The generated ApiClient holds the serialisation logic, but its constructor
+# opens an HTTP connection pool that needs a running event loop. Only the codec
+# half is needed here, so the instance is made without __init__.
 _codec: Any = ApiClient.__new__(ApiClient)
 
 
 def from_dict(data: Any, model: type[T]) -> T:
-    """Build a model (e.g. ``V1Pod``) from its JSON dictionary; unknown keys are dropped."""
-    result: T = _codec._ApiClient__deserialize(data, model.__name__)
+    """Build a model (e.g. ``V1Pod``) from its JSON dictionary; unknown keys are dropped.
+
+    The models are the generated client's, decoded by ``api.modelcodec``'s planned
+    decoder (equal to the generated decoder's result, several times faster).
+    """
+    result: T = decode(data, model.__name__)
     return result
 
 

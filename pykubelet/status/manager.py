@@ -87,12 +87,16 @@ class StatusSink(Protocol):
     """The API server's pod endpoints the manager writes statuses through (cluster mode)."""
 
     async def get_pod(self, namespace: str, name: str) -> V1Pod | None:
-        """The pod as stored now; None when it does not exist."""
+        """The pod as stored now; None when it does not exist.
+
+        The manager reads only its metadata and status; a sink may leave the
+        spec out (``ApiStatusSink`` does not decode it)."""
         ...
 
     async def patch_pod_status(self, namespace: str, name: str,
                                patch: dict[str, Any]) -> V1Pod:
-        """Apply a strategic merge patch to ``pods/status``; the stored pod afterwards."""
+        """Apply a strategic merge patch to ``pods/status``; the stored pod afterwards
+        (metadata and status, as for ``get_pod``)."""
         ...
 
     async def delete_pod(self, namespace: str, name: str, uid: str) -> None:

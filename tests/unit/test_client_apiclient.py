@@ -247,3 +247,107 @@ async def test_a_watch_on_a_closed_pool_resumes_on_a_new_one(
                 await task
             server.close()
             await clients.close()
+
+
+def write_kubeconfig_for(tmp_path: Path, server: str) -> str:
+    path = Path(write_kubeconfig(tmp_path, 1))
+    config = yaml.safe_load(path.read_text())
+    config["clusters"][0]["cluster"]["server"] = server
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+async def test_requests_do_not_read_the_environment_or_netrc_each_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aiohttp.client
+
+    reads: list[str] = []
+    monkeypatch.setattr(aiohttp.client, "netrc_from_env", lambda: reads.append("netrc"))
+
+    def env_proxy(url: Any) -> Any:
+        reads.append("proxy")
+        raise LookupError("none")
+    monkeypatch.setattr(aiohttp.client, "get_env_proxy_for_url", env_proxy)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".netrc").write_text("machine 127.0.0.1 login u password p\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    seen: list[web.Request] = []
+    async with serve(app(seen)) as port:
+        rest = await load_rest_config(write_kubeconfig(tmp_path, port))
+        clients = new_clients(rest, default_configuration())
+        try:
+            for _ in range(3):
+                assert await check_server(clients.kube) == "v1.20.2"
+            clients.close_all_connections()
+            assert await check_server(clients.kube) == "v1.20.2"
+        finally:
+            await clients.close()
+    assert reads == []
+    # The kubeconfig's credentials, never the netrc's.
+    assert {r.headers["Authorization"] for r in seen} == {"Bearer t0ken"}
+
+
+async def test_a_proxy_named_by_the_environment_is_used(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[web.Request] = []
+    async with serve(app(seen)) as port:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("http_proxy", raising=False)
+        rest = await load_rest_config(write_kubeconfig_for(tmp_path, "http://api.invalid:6443"))
+        clients = new_clients(rest, default_configuration())
+        try:
+            assert await check_server(clients.kube) == "v1.20.2"
+            clients.close_all_connections()
+            assert await check_server(clients.kube) == "v1.20.2"
+        finally:
+            await clients.close()
+    # The proxy was asked for the API server's URL.
+    assert [r.url.host for r in seen] == ["api.invalid", "api.invalid"]
+
+
+async def test_no_proxy_keeps_the_api_server_direct(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[web.Request] = []
+    async with serve(app(seen)) as port:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{closed_port()}")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("http_proxy", raising=False)
+        rest = await load_rest_config(write_kubeconfig(tmp_path, port))
+        clients = new_clients(rest, default_configuration())
+        try:
+            assert await check_server(clients.kube) == "v1.20.2"
+        finally:
+            await clients.close()
+    assert len(seen) == 1
+
+
+async def test_answers_are_the_generated_clients_models(tmp_path: Path) -> None:
+    from kubernetes_asyncio.client import V1Node
+
+    from pykubelet.api.modelcodec import generated_decode
+
+    node = {"metadata": {"name": "n1", "resourceVersion": "9",
+                         "creationTimestamp": "2026-11-29T09:55:30Z"},
+            "status": {"capacity": {"cpu": "2"}, "conditions": [
+                {"type": "Ready", "status": "True",
+                 "lastHeartbeatTime": "2026-11-29T09:55:30Z"}]}}
+
+    async def read_node(request: web.Request) -> web.Response:
+        return web.json_response(node)
+
+    application = web.Application()
+    application.router.add_get("/api/v1/nodes/n1", read_node)
+    async with serve(application) as port:
+        rest = await load_rest_config(write_kubeconfig(tmp_path, port))
+        clients = new_clients(rest, default_configuration())
+        try:
+            got = await CoreV1Api(clients.kube).read_node("n1")
+        finally:
+            await clients.close()
+    assert isinstance(got, V1Node)
+    assert got == generated_decode(node, "V1Node")
+    assert got.status.conditions[0].last_heartbeat_time == generated_decode(
+        node, "V1Node").status.conditions[0].last_heartbeat_time
