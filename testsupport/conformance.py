@@ -92,6 +92,7 @@ from testsupport.nodehost import (
     NodeKubelet,
     NodeTestbed,
     reachable_control_plane,
+    remove_testbed,
 )
 from testsupport.polling import WaitTimeout, wait_until
 from testsupport.testbed import REPO_ROOT, Testbed, TestbedError
@@ -551,7 +552,7 @@ def nodes_on_test_hosts(kinds: Sequence[str], *, plane: ControlPlane,
         with contextlib.ExitStack() as kubelets:
             for kind, host in zip(kinds, hosts, strict=True):
                 testbed = NodeTestbed(host)
-                testbeds.callback(_stop_testbed, testbed)
+                testbeds.callback(remove_testbed, testbed)
                 testbed.build_images()
                 testbed.start()
                 images = images or archives(testbed)
@@ -573,16 +574,6 @@ def _stop_kubelet(kubelet: KubeletProcess, out_dir: Path) -> None:
     kubelet.stop()
     with contextlib.suppress(OSError):
         shutil.copyfile(kubelet.log_file, out_dir / f"kubelet-{kubelet.node_name}.log")
-
-
-def _stop_testbed(testbed: NodeTestbed) -> None:
-    if testbed.is_running():
-        # Through CRI first: CNI releases the addresses; then the kubelets' volumes and
-        # cgroup trees (remove_everything), then the daemon and its directory.
-        with contextlib.suppress(Exception):
-            remove_everything(testbed.endpoint)
-    with contextlib.suppress(TestbedError):
-        testbed.stop()
 
 
 @contextlib.contextmanager

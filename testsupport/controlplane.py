@@ -282,10 +282,12 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running_control_plane(signing_duration: str = "") -> Iterator[ControlPlane]:
-    """A fresh control plane, started (its binaries built first if need be), then removed."""
+def running_control_plane(signing_duration: str = "", *,
+                          advertise_address: str = "") -> Iterator[ControlPlane]:
+    """A fresh control plane, started (its binaries built first if need be), then removed.
+    ``advertise_address``: see ``ControlPlane``."""
     build_binaries()
-    plane = ControlPlane.fresh(signing_duration)
+    plane = ControlPlane.fresh(signing_duration, advertise_address=advertise_address)
     try:
         plane.start()
     except BaseException:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from testsupport.cluster import ClusterKubelet, unique
-from testsupport.controlplane import ControlPlane, ControlPlaneError, built_binary
+from testsupport.controlplane import ControlPlane, running_control_plane
 from testsupport.kubelet_process import remove_everything
 from testsupport.testbed import (
     DEFAULT_IMAGES_DIR,
@@ -228,23 +228,11 @@ class NodeKubelet(ClusterKubelet):
         return self._get(self.read_only_port, "/metrics", 5)
 
 
-@contextlib.contextmanager
-def reachable_control_plane(address: str) -> Iterator[ControlPlane]:
+def reachable_control_plane(address: str) -> contextlib.AbstractContextManager[ControlPlane]:
     """A fresh control plane whose API server listens on and advertises ``address`` (an
     address of this machine, e.g. ``NodeHost.host_address``): the ``kubernetes`` Service's
     endpoint, reachable from every test host and pod. Built first if need be."""
-    built_binary("kube-apiserver", "control plane", build=True)
-    plane = ControlPlane.fresh(advertise_address=address)
-    try:
-        plane.start()
-    except BaseException:
-        with contextlib.suppress(ControlPlaneError):
-            plane.stop()
-        raise
-    try:
-        yield plane
-    finally:
-        plane.stop()
+    return running_control_plane(advertise_address=address)
 
 
 @dataclass(frozen=True)
@@ -272,7 +260,7 @@ def running_nodes(plane: ControlPlane, hosts: list[NodeHost], base: Path, *,
     with contextlib.ExitStack() as testbeds, contextlib.ExitStack() as kubelets:
         for host in hosts:
             testbed = NodeTestbed(host)
-            testbeds.callback(_stop_testbed, testbed)
+            testbeds.callback(remove_testbed, testbed)
             testbed.build_images()
             testbed.start()
             name = host.name
@@ -292,7 +280,8 @@ def _stop_kubelet(kubelet: NodeKubelet) -> None:
     kubelet.delete_node()
 
 
-def _stop_testbed(testbed: NodeTestbed) -> None:
+def remove_testbed(testbed: NodeTestbed) -> None:
+    """Stop ``testbed`` and remove all it ran; nothing raised (a clean-up step)."""
     if testbed.is_running():
         # Through CRI first: CNI releases the addresses; then the kubelets' volumes and
         # cgroup trees (remove_everything), then the daemon and its directory.
