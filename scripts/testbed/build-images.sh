@@ -13,9 +13,10 @@
 # its default registries), under exactly those names, into OUT_DIR/e2e/. Each
 # stand-in is described where it is built (build_e2e); in short:
 #   k8s.gcr.io/e2e-test-images/agnhost:2.21     the tree's agnhost program on busybox, with
-#                                               Debian's dash, netcat-openbsd, dig, nslookup
-#                                               and getent; curl is a STAND-IN over busybox wget
-#   docker.io/library/busybox:1.29              the busybox image above, renamed
+#                                               Debian's dash, netcat-openbsd, curl, dig,
+#                                               nslookup and getent
+#   docker.io/library/busybox:1.29              the busybox image above, every applet also
+#                                               linked in /bin as upstream's
 #   docker.io/library/httpd:2.4.38-alpine, :2.4.39-alpine
 #                                               STAND-INS: busybox httpd serving
 #                                               /usr/local/apache2/htdocs on port 80
@@ -35,8 +36,9 @@
 #   gcr.io/kubernetes-e2e-test-images/nonewprivs:1.0  the tree's nnp program, setuid root
 #   gcr.io/kubernetes-e2e-test-images/nonroot:1.0     busybox with USER 1234
 #   k8s.gcr.io/pause:3.2                        our pause, under the suite's name
-# Programs taken from the host (dig, nslookup, getent, etcd) come with the host's
-# copies of their libraries; the host needs bind9-dnsutils and etcd-server.
+# Programs taken from the host (curl, dig, nslookup, getent, etcd) come with the
+# host's copies of their libraries; the host needs curl, bind9-dnsutils and
+# etcd-server.
 #
 # Usage: build-images.sh OUT_DIR [--e2e BIN_DIR]
 set -euo pipefail
@@ -162,37 +164,6 @@ NGINX_DOCROOT=/usr/share/nginx/html
 # IMAGE_DATA), when it has them.
 UPDATE_DEMO_DATA=test/images
 
-# Usage: write_curl_standin PATH. Upstream's agnhost image has curl (hooks and
-# probes in the suite run `curl URL`); busybox has only wget, so this script
-# takes curl's common options and fetches with wget: the body on stdout (or
-# -o FILE), exit status non-zero when the request fails.
-write_curl_standin() {
-    cat >"$1" <<'CURL'
-#!/bin/sh
-# curl stand-in (pykubelet's e2e images): GET with busybox wget. The time limit
-# goes to busybox timeout: busybox-static's own wget -T crashes.
-out=- url= max_time= connect_timeout=
-while [ $# -gt 0 ]; do
-    case "$1" in
-        -o|--output) out=$2; shift ;;
-        -m|--max-time) max_time=$2; shift ;;
-        --connect-timeout) connect_timeout=$2; shift ;;
-        -H|--header|-X|--request|-d|--data|-u|--user|-w|--write-out|--retry) shift ;;
-        -*) ;;
-        *) url=$1 ;;
-    esac
-    shift
-done
-[ -n "$url" ] || { echo "curl: no URL specified" >&2; exit 2; }
-limit=${max_time:-$connect_timeout}
-if [ -n "$limit" ]; then
-    exec timeout "${limit%.*}" wget -q -O "$out" "$url"
-fi
-exec wget -q -O "$out" "$url"
-CURL
-    chmod 0755 "$1"
-}
-
 # Usage: add_program ROOTFS SRC DEST [HINT]: the program SRC as DEST in ROOTFS,
 # with the host's copies of the libraries it links (none when it is static).
 # HINT says what to install when SRC or one of its libraries is missing.
@@ -233,6 +204,7 @@ add_debian_program() {
 }
 
 # The host programs the e2e images carry (see the header).
+HOST_CURL=/usr/bin/curl
 HOST_DIG=/usr/bin/dig
 HOST_NSLOOKUP=/usr/bin/nslookup
 HOST_GETENT=/usr/bin/getent
@@ -251,6 +223,32 @@ add_dns_tools() {
     add_program "$rootfs" "$HOST_DIG" /usr/bin/dig "$hint"
     add_program "$rootfs" "$HOST_NSLOOKUP" /usr/bin/nslookup "$hint"
     add_program "$rootfs" "$HOST_GETENT" /usr/bin/getent "libc-bin"
+}
+
+# Usage: add_curl ROOTFS: curl, which upstream's agnhost (alpine's curl, on
+# OpenSSL) has and the suite runs in it: hooks and probes (`curl URL`), the
+# kubelet-port tests (`curl -sIk -o /dev/null -w '%{http_code}' https://...`).
+# The host's curl with its libraries (about 19 MB), Debian's on OpenSSL 3: a
+# script over busybox wget is no substitute, as busybox's TLS client offers
+# no signature_algorithms and so fails the handshake with servers that refuse
+# SHA-1 signatures (OpenSSL 3 at level 2, Go >= 1.25). No CA bundle: the
+# suite's HTTPS requests pass -k; one without -k fails with curl's status 77.
+add_curl() {
+    add_program "$1" "$HOST_CURL" /usr/bin/curl "apt-get install curl"
+}
+
+# Usage: link_applets_in_bin ROOTFS: every busybox applet also as /bin/NAME
+# (where ROOTFS has nothing of that name), as upstream's busybox image lays
+# them out: the suite runs some by that path (the sysctl test's /bin/sysctl,
+# which busybox --list-full puts in /sbin).
+link_applets_in_bin() {
+    local rootfs="$1" applet
+    while read -r applet; do
+        [[ -n "$applet" && "$applet" != busybox ]] || continue
+        [[ -e "$rootfs/bin/$applet" || -L "$rootfs/bin/$applet" ]] \
+            || ln -s /bin/busybox "$rootfs/bin/$applet"
+    done < <("$busybox_bin" --list)
+    [[ -L "$rootfs/bin/sysctl" ]] || die "busybox does not provide sysctl"
 }
 
 e2e_archive() {
@@ -302,6 +300,7 @@ build_e2e() {
     local base="$work/e2e-busybox" rootfs name
     mkdir -p "$out_dir/e2e"
     busybox_rootfs "$base"
+    link_applets_in_bin "$base"
     # Without this file glibc (getent) and Go programs (etcd resolving its
     # default peer URL http://localhost:2380) ask DNS before /etc/hosts, so
     # the kubelet's /etc/hosts entries would be missed or come too late.
@@ -313,7 +312,7 @@ build_e2e() {
     # agnhost: upstream's is alpine with agnhost, curl, netcat-openbsd,
     # bind-tools, iproute2, iperf and bash. Ours has the tree's agnhost, the
     # porter's TLS pair and /uploads as upstream lays them out; busybox for the
-    # rest, a curl STAND-IN, Debian's nc (busybox's has no UDP) and dash as sh:
+    # rest, Debian's curl (add_curl), nc (busybox's has no UDP) and dash as sh:
     # Debian's busybox runs its own applets before anything on PATH when its
     # shell is sh, so `sh -c "nc ..."` would never reach the real nc, whereas
     # alpine's sh finds programs on PATH. No iperf, bash or coredns: no
@@ -323,9 +322,8 @@ build_e2e() {
     install -m 0755 "$e2e_bin_dir/agnhost" "$rootfs/agnhost"
     ln -s agnhost "$rootfs/agnhost-2"
     mkdir -p "$rootfs/uploads"
-    write_curl_standin "$rootfs/usr/bin/curl"
     add_debian_program "$rootfs" netcat-openbsd bin/nc.openbsd /usr/bin/nc
-    rm -f "$rootfs/bin/nc"
+    rm -f "$rootfs/bin/nc"   # busybox's, from link_applets_in_bin
     add_debian_program "$rootfs" dash bin/dash /bin/sh
     install -m 0644 "$e2e_bin_dir/image-data/test/images/agnhost/porter/localhost.crt" \
         "$e2e_bin_dir/image-data/test/images/agnhost/porter/localhost.key" "$rootfs/"
@@ -333,8 +331,8 @@ build_e2e() {
     # nautilus and kitten (kubectl's Update Demo): upstream's are the agnhost
     # image with the demo's data.json and picture, running test-webserver,
     # which serves the root directory on port 80. Ours are the same on our
-    # agnhost, without its DNS tools (added below) to keep them small: the
-    # suite only fetches data.json from them.
+    # agnhost, without its curl and DNS tools (added below) to keep them
+    # small: the suite only fetches data.json from them.
     rootfs="$work/nautilus"
     cp -a "$work/agnhost" "$rootfs"
     write_update_demo "$rootfs" nautilus.jpg
@@ -345,6 +343,7 @@ build_e2e() {
     pack_e2e "$rootfs" "$E2E_KITTEN" --entrypoint '["/agnhost"]' --cmd '["test-webserver"]'
 
     rootfs="$work/agnhost"
+    add_curl "$rootfs"
     add_dns_tools "$rootfs"
     pack_e2e "$rootfs" "$E2E_AGNHOST" --entrypoint '["/agnhost"]' --cmd '["pause"]'
 
@@ -436,7 +435,7 @@ if stale "$out_dir/busybox.tar" "$busybox_bin" "$oci_writer" "${BASH_SOURCE[0]}"
 fi
 if [[ -n "$e2e_bin_dir" ]]; then
     e2e_inputs=("$busybox_bin" "$oci_writer" "${BASH_SOURCE[0]}" "$e2e_bin_dir/agnhost"
-                "$e2e_bin_dir/nonewprivs" "$pause_source" "$HOST_DIG" "$HOST_NSLOOKUP"
+                "$e2e_bin_dir/nonewprivs" "$pause_source" "$HOST_CURL" "$HOST_DIG" "$HOST_NSLOOKUP"
                 "$HOST_GETENT" "$HOST_ETCD")
     if [[ -e "$e2e_bin_dir/sample-apiserver" ]]; then
         e2e_inputs+=("$e2e_bin_dir/sample-apiserver")

@@ -18,6 +18,7 @@ PACKAGES=(
     openssl                      # the registry's CA and serving certificate
     prometheus                   # scrapes the kubelet API's metrics in the tests, as in a cluster
     libbsd0                      # netcat-openbsd's library, for the e2e agnhost image
+    curl                         # the e2e agnhost image's curl; controlplane.sh's health checks
     unbound python3-unbound      # the cluster DNS (dns.sh, testsupport/cluster_dns.py) and the
                                  # Python module its pod records are answered by
     bind9-dnsutils               # dig: the tests ask the cluster DNS over UDP and TCP
@@ -62,7 +63,7 @@ if [[ " ${missing[*]} " == *" unbound "* && -d /run/systemd/system ]]; then
     systemctl disable --now --quiet unbound.service unbound-resolvconf.service 2>/dev/null || true
 fi
 for tool in containerd runc ctr gcc docker-registry skopeo htpasswd openssl unbound \
-        unbound-control dig conntrack; do
+        unbound-control dig conntrack curl; do
     command -v "$tool" >/dev/null || die "$tool still missing after installing packages"
 done
 [[ -x /usr/lib/cni/bridge ]] || die "/usr/lib/cni/bridge missing after installing packages"
