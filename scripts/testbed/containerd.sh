@@ -58,7 +58,8 @@ die() {
         # Start-up chatter is level=info; the reason is a warning, an error or
         # a bare line containerd prints when it gives up.
         local reasons
-        reasons="$(tail -n 300 "$dir/containerd.log" | grep -vE 'level=(info|debug)' | tail -n 15)"
+        # || true: a grep that finds nothing would otherwise end die() before it prints.
+        reasons="$(tail -n 300 "$dir/containerd.log" | grep -vE 'level=(info|debug)' | tail -n 15)" || true
         log "last lines of $dir/containerd.log:"
         echo "${reasons:-$(tail -n 15 "$dir/containerd.log")}" >&2
     fi
