@@ -295,6 +295,19 @@ e2e_optional_inputs() {
     done
     return 0
 }
+# Usage: web_standin NAME DOCROOT HEADING IMAGE...: busybox httpd on port 80 serving
+# DOCROOT, with an index.html whose heading is HEADING, packed as each IMAGE.
+web_standin() {
+    local name="$1" docroot="$2" heading="$3" rootfs="$work/$1" image
+    shift 3
+    cp -a "$base" "$rootfs"
+    mkdir -p "$rootfs$docroot"
+    echo "<html><body><h1>$heading</h1></body></html>" >"$rootfs$docroot/index.html"
+    for image in "$@"; do
+        pack_e2e "$rootfs" "$image" --cmd "[\"httpd\", \"-f\", \"-p\", \"80\", \"-h\", \"$docroot\"]"
+    done
+}
+
 
 build_e2e() {
     local base="$work/e2e-busybox" rootfs name
@@ -365,20 +378,8 @@ build_e2e() {
     # and break and restore that probe with `mv -v $HTTPD_DOCROOT/index.html
     # /tmp/` and back; kubectl's port-forward test looks for Apache's "It
     # works!" page.
-    rootfs="$work/httpd"
-    cp -a "$base" "$rootfs"
-    mkdir -p "$rootfs$HTTPD_DOCROOT"
-    echo '<html><body><h1>It works!</h1></body></html>' >"$rootfs$HTTPD_DOCROOT/index.html"
-    for name in "${E2E_HTTPD_STANDINS[@]}"; do
-        pack_e2e "$rootfs" "$name" --cmd "[\"httpd\", \"-f\", \"-p\", \"80\", \"-h\", \"$HTTPD_DOCROOT\"]"
-    done
-    rootfs="$work/nginx"
-    cp -a "$base" "$rootfs"
-    mkdir -p "$rootfs$NGINX_DOCROOT"
-    echo '<html><body><h1>Welcome to nginx!</h1></body></html>' >"$rootfs$NGINX_DOCROOT/index.html"
-    for name in "${E2E_NGINX_STANDINS[@]}"; do
-        pack_e2e "$rootfs" "$name" --cmd "[\"httpd\", \"-f\", \"-p\", \"80\", \"-h\", \"$NGINX_DOCROOT\"]"
-    done
+    web_standin httpd "$HTTPD_DOCROOT" 'It works!' "${E2E_HTTPD_STANDINS[@]}"
+    web_standin nginx "$NGINX_DOCROOT" 'Welcome to nginx!' "${E2E_NGINX_STANDINS[@]}"
 
     # etcd (beside the sample API server in the aggregator test's pod, which
     # runs /usr/local/bin/etcd on 127.0.0.1:2379): upstream's is etcd 3.4.13.
