@@ -428,9 +428,7 @@ main() {
     [[ $EUID -eq 0 ]] || { echo "containerd.sh: must run as root" >&2; exit 1; }
     local command="${1:-}"
     dir="$(absolute_dir "${2:-$DEFAULT_DIR}")"
-    case "$dir" in
-        / | /tmp | /usr* | /etc* | /var | /root | /home) die "refusing to use $dir as DIR" ;;
-    esac
+    refuse_system_dir "$dir"
     case "$command" in
         start) shift "$(($# < 2 ? $# : 2))"; network_options "$@"; cmd_start ;;
         stop-daemon) network_options; cmd_stop_daemon ;;
@@ -438,8 +436,7 @@ main() {
         status) network_options; cmd_status ;;
         import) shift 2; cmd_import "$@" ;;
         *)
-            sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
-            exit 2
+            usage_from_header "${BASH_SOURCE[0]}"
             ;;
     esac
 }

@@ -25,3 +25,17 @@ pid_from_file() {
     [[ "$args" == *"$match"* ]] || return 1
     echo "$pid"
 }
+
+# refuse_system_dir DIR: die (the sourcing script's die) when DIR is one of the machine's
+# own directories: a script that deletes its DIR on stop must never be given one.
+refuse_system_dir() {
+    case "$1" in
+        / | /tmp | /usr* | /etc* | /var | /root | /home) die "refusing to use $1 as DIR" ;;
+    esac
+}
+
+# usage_from_header SCRIPT: SCRIPT's header comment (its usage) on stderr, then exit 2.
+usage_from_header() {
+    sed -n '2,/^set -euo/p' "$1" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
+    exit 2
+}

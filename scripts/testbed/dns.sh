@@ -117,16 +117,13 @@ main() {
     local command="${1:-}"
     [[ -n "${2:-}" ]] || command=usage
     dir="$(absolute_dir "${2:-.}")"
-    case "$dir" in
-        / | /tmp | /usr* | /etc* | /var | /root | /home) die "refusing to use $dir as DIR" ;;
-    esac
+    refuse_system_dir "$dir"
     case "$command" in
         start) cmd_start "${3:-}" "${4:-}" "${5:-}" ;;
         stop) cmd_stop ;;
         status) cmd_status ;;
         *)
-            sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
-            exit 2
+            usage_from_header "${BASH_SOURCE[0]}"
             ;;
     esac
 }

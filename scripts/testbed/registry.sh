@@ -237,17 +237,14 @@ main() {
     [[ $EUID -eq 0 ]] || { echo "registry.sh: must run as root" >&2; exit 1; }
     local command="${1:-}"
     dir="$(absolute_dir "${2:-$DEFAULT_DIR}")"
-    case "$dir" in
-        / | /tmp | /usr* | /etc* | /var | /root | /home) die "refusing to use $dir as DIR" ;;
-    esac
+    refuse_system_dir "$dir"
     case "$command" in
         start) cmd_start ;;
         trust) cmd_trust "${3:-}" ;;
         stop) cmd_stop ;;
         status) cmd_status ;;
         *)
-            sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
-            exit 2
+            usage_from_header "${BASH_SOURCE[0]}"
             ;;
     esac
 }
