@@ -35,6 +35,11 @@
 # (default: the host name, lower-cased), KEEP_TESTBED=1,
 # PYKUBELET_K8S_BIN_DIR (use the Kubernetes binaries there; no build).
 # Extra arguments go to pykubelet (to each node's).
+#
+# Every kubelet here runs as the tests' kubelets do (testsupport/kubelet_process.py,
+# masked_exec): in a mount namespace of its own where the kernel tunables it sets at
+# start-up are files of its directory and its device-plugin directory is one of its
+# own, so the machine's /proc/sys and /var/lib/kubelet are never written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -124,7 +129,9 @@ for root in sys.argv[1:]:
         name=${names[$i]}
         kubeconfig=$(bash scripts/testbed/controlplane.sh node-credentials "$plane" "$name")
         # setsid: Ctrl-C reaches this script, which stops the kubelets in order.
-        setsid nsenter --net="/run/netns/pykn-$name" "$PYK_PYTHON" -m pykubelet \
+        # masked: see the header (the host's kernel tunables and device-plugin directory).
+        setsid nsenter --net="/run/netns/pykn-$name" "$PYK_PYTHON" -m testsupport.kubelet_process \
+            --base "$state/$name" --root-dir "$state/$name/root" -- "$PYK_PYTHON" -m pykubelet \
             --config "$state/$name/kubelet.yaml" \
             --kubeconfig "$kubeconfig" \
             --client-ca-file "$plane/pki/ca.crt" \
@@ -352,7 +359,8 @@ pykubelet cluster run: node "$node" (Ctrl-C stops it and removes what the run cr
 
 EOF
 # Not exec: the EXIT trap must run once pykubelet has stopped.
-"$PYK_PYTHON" -m pykubelet \
+"$PYK_PYTHON" -m testsupport.kubelet_process --base "$state" --root-dir "$state/root" -- \
+    "$PYK_PYTHON" -m pykubelet \
     --config "$state/kubelet.yaml" \
     --kubeconfig "$kubeconfig" \
     --client-ca-file "$plane/pki/ca.crt" \

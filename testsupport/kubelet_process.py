@@ -180,6 +180,32 @@ def mount_points_under(roots: Sequence[Path], *, including_roots: bool) -> list[
     return sorted(points, key=len, reverse=True)
 
 
+def share_root_dir(root: Path) -> None:
+    """Make a kubelet's root directory a shared mount of its own (once), the peer through
+    which the kubelet's volume mounts reach the host's mount namespace."""
+    root.mkdir(parents=True, exist_ok=True)
+    if not is_mount_point(str(root)):
+        subprocess.run(["mount", "--bind", str(root), str(root)], check=True)
+        # Out of the peer group of the mount it was made from (a shared / on systemd
+        # hosts): the kubelet's mounts below propagate to the host's copy alone.
+        subprocess.run(["mount", "--make-private", str(root)], check=True)
+    subprocess.run(["mount", "--make-shared", str(root)], check=True)
+
+
+def masked_exec(argv: Sequence[str], *, base: Path, root_dir: Path) -> None:
+    """Replace this process with ``argv`` (a kubelet) masked as a test kubelet is: its
+    kernel tunables the files under ``base/kernel-tunables``, its device-plugin directory
+    ``base/device-plugins``, its root directory ``root_dir`` shared with the host (the
+    module docstring says why). For scripts that start kubelets (scripts/run-cluster.sh):
+    ``python -m testsupport.kubelet_process --base DIR --root-dir DIR -- ARGV...``."""
+    share_root_dir(root_dir)
+    tunables = write_kernel_tunables(base / "kernel-tunables")
+    device_plugin_dir = base / "device-plugins"
+    device_plugin_dir.mkdir(parents=True, exist_ok=True)
+    command = masked_command(argv, tunables=tunables, device_plugin_dir=device_plugin_dir)
+    os.execvp(command[0], command)
+
+
 class KubeletProcess:
     """One pykubelet with its own root, log dir, manifests dir and ports."""
 
@@ -322,15 +348,7 @@ class KubeletProcess:
         return code
 
     def share_root_dir(self) -> None:
-        """Make the root directory a shared mount of its own (once), the peer through
-        which the kubelet's volume mounts reach the host's mount namespace."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        if not is_mount_point(str(self.root)):
-            subprocess.run(["mount", "--bind", str(self.root), str(self.root)], check=True)
-            # Out of the peer group of the mount it was made from (a shared / on systemd
-            # hosts): the kubelet's mounts below propagate to the host's copy alone.
-            subprocess.run(["mount", "--make-private", str(self.root)], check=True)
-        subprocess.run(["mount", "--make-shared", str(self.root)], check=True)
+        share_root_dir(self.root)
 
     def release_root_dir(self) -> None:
         """Unmount the root directory's bind mount unless a volume is still mounted below
@@ -546,3 +564,22 @@ def running_kubelet(base: Path, endpoint: str,
     finally:
         process.stop()
         remove_everything(endpoint)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m testsupport.kubelet_process",
+        description="Run a kubelet command masked as a test kubelet (masked_exec).")
+    parser.add_argument("--base", type=Path, required=True,
+                        help="the kubelet's own directory (its masks are made there)")
+    parser.add_argument("--root-dir", type=Path, required=True,
+                        help="the kubelet's --root-dir")
+    parser.add_argument("command", nargs="+", help="the kubelet's command line (after --)")
+    args = parser.parse_args(argv)
+    masked_exec(args.command, base=args.base, root_dir=args.root_dir)
+
+
+if __name__ == "__main__":
+    main()
