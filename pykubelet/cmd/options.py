@@ -10,6 +10,12 @@ credentials) and ``KubeletConfiguration`` fields, most of which can also be give
   as upstream re-parses the command line over the loaded file. Map flags replace the
   file's map, except ``--feature-gates``, which is merged over the file's gates.
 - ``--max_pods`` and ``--max-pods`` are the same flag.
+- A deprecated flag still works and prints pflag's warning, ``Flag --name has been
+  deprecated, <reason>``, on stderr. Flags upstream removed after v1.20 that v1.20
+  command lines carry are accepted the same way and ignored, as the v1.20 kubelet
+  ignored them with a CRI runtime: ``--container-runtime=remote`` and
+  ``--network-plugin``, which kubeadm 1.20 writes into
+  ``/var/lib/kubelet/kubeadm-flags.env``, and dockershim's other networking flags.
 - Every problem (unknown flag, bad value, invalid configuration) is reported at once.
 
 The config-field flags are generated from the field declarations in
@@ -94,13 +100,17 @@ class _FlagValueError(ValueError):
 @dataclass(frozen=True)
 class _NodeFlag:
     name: str
-    attr: str
+    attr: str  # "" for a flag upstream removed: its value is checked, then dropped
     kind: str  # "str" | "bool" | "int" | "duration" | "labels"
     help: str
     deprecated: str = ""
     # False: accepted so kubelet command lines work, but nothing reads it yet.
     acted_on: bool = True
+    # The only values accepted, when not empty.
+    choices: tuple[str, ...] = ()
 
+
+_DOCKERSHIM_GONE: Final = "will be removed along with dockershim."
 
 _NODE_FLAGS: Final[tuple[_NodeFlag, ...]] = (
     _NodeFlag("config", "config", "str",
@@ -152,6 +162,30 @@ _NODE_FLAGS: Final[tuple[_NodeFlag, ...]] = (
     _NodeFlag("maximum-dead-containers", "maximum_dead_containers", "int",
               "Maximum number of old container instances to retain globally (negative "
               "disables).", deprecated="use --eviction-hard or --eviction-soft instead"),
+    # Removed upstream after v1.20 (dockershim's, and the runtime switch), yet kubeadm 1.20
+    # writes them into kubeadm-flags.env: accepted with the warning upstream printed
+    # before removing them, and ignored, as v1.20 ignored them with a CRI runtime.
+    _NodeFlag("container-runtime", "", "str",
+              "The container runtime: only 'remote', a CRI runtime at "
+              "--container-runtime-endpoint, is supported ('docker' meant dockershim, which "
+              "is gone).",
+              deprecated="will be removed in 1.27 as the only valid value is 'remote'",
+              choices=("remote",)),
+    _NodeFlag("network-plugin", "", "str",
+              "Ignored: dockershim's network plugin. Pod networking is the container "
+              "runtime's (its CNI configuration).",
+              deprecated=_DOCKERSHIM_GONE),
+    _NodeFlag("cni-conf-dir", "", "str",
+              "Ignored: dockershim's CNI configuration directory; the container runtime "
+              "has its own.", deprecated=_DOCKERSHIM_GONE),
+    _NodeFlag("cni-bin-dir", "", "str",
+              "Ignored: dockershim's CNI plugin directories; the container runtime has "
+              "its own.", deprecated=_DOCKERSHIM_GONE),
+    _NodeFlag("cni-cache-dir", "", "str",
+              "Ignored: dockershim's CNI cache directory; the container runtime has its own.",
+              deprecated=_DOCKERSHIM_GONE),
+    _NodeFlag("network-plugin-mtu", "", "int",
+              "Ignored: dockershim's network plugin MTU.", deprecated=_DOCKERSHIM_GONE),
     _NodeFlag("print-config", "print_config", "bool",
               "pykubelet: validate, print the effective configuration as /configz serves it "
               "(JSON, manifest URL headers masked) and exit."),
@@ -353,6 +387,12 @@ def _apply_config_flag(config: KubeletConfiguration, flag: _ConfigFlag, values: 
 
 
 def _apply_node_flag(flags: KubeletFlags, flag: _NodeFlag, values: list[str]) -> None:
+    if flag.choices and values[-1] not in flag.choices:
+        raise _FlagValueError(f"must be one of: {', '.join(flag.choices)}")
+    if not flag.attr:
+        if flag.kind == "int":
+            _parse_int(values[-1], 32)
+        return
     if flag.kind == "str":
         setattr(flags, flag.attr, values[-1])
     elif flag.kind == "bool":
@@ -584,13 +624,15 @@ def _print_help(parser: _Parser, out: TextIO) -> None:
     out.write(parser.format_help())
 
 
-def parse_command_line(argv: Sequence[str], *, stdout: TextIO | None = None) -> KubeletServer:
+def parse_command_line(argv: Sequence[str], *, stdout: TextIO | None = None,
+                       stderr: TextIO | None = None) -> KubeletServer:
     """Parse kubelet arguments (without the program name) into a validated ``KubeletServer``.
 
     Loads ``--config`` if given, applies flag precedence and defaults, and validates the
     result. Raises ``ConfigurationError`` listing every problem. ``--help``, ``--version``
-    and ``--print-config`` print to ``stdout`` and raise ``SystemExit(0)``. Nothing but the
-    config file is read; nothing on disk is created.
+    and ``--print-config`` print to ``stdout`` and raise ``SystemExit(0)``; a deprecated
+    flag's warning goes to ``stderr``. Nothing but the config file is read; nothing on
+    disk is created.
     """
     out = stdout or sys.stdout
     parser = _build_parser()
@@ -629,6 +671,9 @@ def parse_command_line(argv: Sequence[str], *, stdout: TextIO | None = None) -> 
     for node_flag in _NODE_FLAGS:
         given = values.get(f"node:{node_flag.name}")
         if given:
+            if node_flag.deprecated:
+                print(f"Flag --{node_flag.name} has been deprecated, {node_flag.deprecated}",
+                      file=stderr or sys.stderr)
             try:
                 _apply_node_flag(flags, node_flag, given)
             except _FlagValueError as err:

@@ -77,6 +77,9 @@ KNOWN_FEATURES: Final[Mapping[str, FeatureSpec]] = {
     "ImageVolume": _beta(),
     "ImageVolumeWithDigest": _alpha(),
     "InPlacePodLevelResourcesVerticalScaling": _alpha(),
+    # Gone from v1.35 (GA and locked in v1.23-v1.24), kept so the flags kubeadm 1.20
+    # writes for a dual-stack cluster still start the kubelet.
+    "IPv6DualStack": _ga(),
     "InPlacePodVerticalScaling": _ga(),
     "InPlacePodVerticalScalingAllocatedStatus": _deprecated(),
     "InPlacePodVerticalScalingExclusiveCPUs": _alpha(),

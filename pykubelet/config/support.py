@@ -138,6 +138,13 @@ ACTED_ON_ONLY_FOR: Final[Mapping[str, frozenset[str]]] = MappingProxyType({
 # them to a field that is read (``evictionHard`` gets the defaults it does not set).
 ACTED_ON_BY_DEFAULTING: Final[frozenset[str]] = frozenset({"mergeDefaultEvictionSettings"})
 
+# Zero switches these off, which is what pykubelet does with them anyway: a file that
+# sets them to zero (kubeadm 1.20's config.yaml does) asks for nothing left undone.
+# (kubeadm's streamingConnectionIdleTimeout: 0s is not among them: defaulting makes it 4h.)
+OFF_WHEN_ZERO: Final[frozenset[str]] = frozenset({
+    "shutdownGracePeriod", "shutdownGracePeriodCriticalPods",
+})
+
 # Read, but not honoured, so not acted on: the API clients speak JSON whatever
 # ``contentType`` asks for, and only log that they do.
 READ_BUT_NOT_ACTED_ON: Final[frozenset[str]] = frozenset({"contentType"})
@@ -183,4 +190,10 @@ def fields_not_acted_on(source: Iterable[str] | KubeletConfiguration,
         keys, config = _differs_from_default(source), source
     else:
         keys = set(source)
+    if config is not None:
+        keys = {key for key in keys if not _switched_off(key, config)}
     return sorted(key for key in keys if not is_acted_on(key, config))
+
+
+def _switched_off(field: str, config: KubeletConfiguration) -> bool:
+    return field in OFF_WHEN_ZERO and not _value_of(config, field)

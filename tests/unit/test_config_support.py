@@ -37,7 +37,12 @@ from pathlib import Path
 import pytest
 
 import pykubelet
-from pykubelet.config import ACTED_ON_FIELDS, KubeletConfiguration, fields_not_acted_on
+from pykubelet.config import (
+    ACTED_ON_FIELDS,
+    KubeletConfiguration,
+    fields_not_acted_on,
+    load_config_file,
+)
 from pykubelet.config.support import ACTED_ON_BY_DEFAULTING, READ_BUT_NOT_ACTED_ON
 from pykubelet.config.types import config_fields
 
@@ -341,6 +346,22 @@ def test_fields_the_kubelet_now_implements_are_not_reported() -> None:
             "mergeDefaultEvictionSettings", "hairpinMode", "seccompDefault", "contentType"}
     assert fields_not_acted_on(keys) == ["contentType", "hairpinMode"]
 
+
+
+def test_a_feature_a_file_switches_off_with_zero_is_not_reported(tmp_path: Path) -> None:
+    # kubeadm 1.20's config.yaml writes these three as 0s on every node.
+    file = tmp_path / "config.yaml"
+    file.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                    "shutdownGracePeriod: 0s\nshutdownGracePeriodCriticalPods: 0s\n"
+                    "streamingConnectionIdleTimeout: 0s\n")
+    config, keys = load_config_file(file)
+    # 0s there is not "off": defaulting makes it 4h, which pykubelet does not enforce.
+    assert fields_not_acted_on(keys, config) == ["streamingConnectionIdleTimeout"]
+    file.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                    "shutdownGracePeriod: 30s\nstreamingConnectionIdleTimeout: 4h\n")
+    config, keys = load_config_file(file)
+    assert fields_not_acted_on(keys, config) == ["shutdownGracePeriod",
+                                                 "streamingConnectionIdleTimeout"]
 
 # --- the scan sees what it must, and nothing it must not ------------------------------------
 
