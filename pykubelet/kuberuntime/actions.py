@@ -41,7 +41,7 @@ from pykubelet.container.helpers import (
     should_container_be_restarted,
     should_restart_on_failure,
 )
-from pykubelet.kuberuntime.hash import hash_container
+from pykubelet.kuberuntime.hash import container_hash_matches, hash_container
 from pykubelet.util import klog
 from pykubelet.util.backoff import Backoff
 
@@ -126,7 +126,8 @@ def container_succeeded(container: V1Container, status: PodStatus) -> bool:
 
 
 def container_changed(container: V1Container, status: ContainerStatus) -> bool:
-    return status.hash != hash_container(container)
+    # The Go kubelet 1.20's hash or v1.35's (kuberuntime/hash.py says why both).
+    return not container_hash_matches(container, status.hash)
 
 
 @dataclass(frozen=True)

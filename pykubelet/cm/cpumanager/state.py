@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from pykubelet.cm.checkpoint import go_spew_checksum, read_checkpoint, write_checkpoint
+from pykubelet.cm.checkpoint import read_checkpoint, write_checkpoint
 from pykubelet.cm.cpumanager import cpuset
 from pykubelet.cm.cpumanager.cpuset import CPUSet, CPUSetError
+from pykubelet.util.gospew import go_spew_checksum
 
 CHECKPOINT_NAME = "cpu_manager_state"
 

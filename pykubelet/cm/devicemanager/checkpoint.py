@@ -27,7 +27,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pykubelet.cm.checkpoint import go_spew_checksum, read_checkpoint, write_checkpoint
+from pykubelet.cm.checkpoint import read_checkpoint, write_checkpoint
+from pykubelet.util.gospew import go_spew_checksum
 
 CHECKPOINT_NAME = "kubelet_internal_checkpoint"
 # Devices without topology are recorded under this NUMA node (upstream nodeWithoutTopology).
