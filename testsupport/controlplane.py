@@ -12,7 +12,8 @@ The same build yields the upstream Go kubelet (v1.20), found with
 :func:`go_kubelet_binary`, for side-by-side measurements, and the kubectl of
 the control plane's version, found with :func:`kubectl_binary`: every test,
 benchmark and harness runs that one, never a kubectl from PATH (a machine's
-own is usually far outside the version skew a 1.20 API server supports).
+own is usually far outside the version skew a 1.20 API server supports),
+and the kubeadm of the same version, :func:`kubeadm_binary`.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def go_kubelet_binary(build: bool = False) -> Path:
     """The upstream Go kubelet built from the same source as the control plane
     (``built_binary`` says where it is looked for)."""
     return built_binary("kubelet", "Go kubelet", build=build)
+
+
+def kubeadm_binary(build: bool = False) -> Path:
+    """The kubeadm built with the control plane, of its version (``built_binary``
+    says where it is looked for)."""
+    return built_binary("kubeadm", "kubeadm", build=build)
 
 
 def kubectl_binary(bin_dir: Path | None = None, *, build: bool = False) -> Path:

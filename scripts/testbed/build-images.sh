@@ -40,7 +40,30 @@
 # host's copies of their libraries; the host needs curl, bind9-dnsutils and
 # etcd-server.
 #
-# Usage: build-images.sh OUT_DIR [--e2e BIN_DIR]
+# With --kubeadm BIN_DIR (the control-plane cache, which must hold kubeadm's
+# version of the programs: controlplane-build.sh), also the images kubeadm
+# v1.20.2's static-pod manifests and kube-proxy add-on name (`kubeadm config
+# images list --kubernetes-version v1.20.2`), into OUT_DIR/kubeadm/, each on
+# the busybox root file system of the e2e images, the program where kubeadm's
+# manifests run it (build_kubeadm):
+#   k8s.gcr.io/kube-apiserver:VERSION, kube-controller-manager:VERSION,
+#   kube-scheduler:VERSION                      the cache's program as /usr/local/bin/NAME
+#                                               (the manifests run it by name, on PATH)
+#   k8s.gcr.io/kube-proxy:VERSION               /usr/local/bin/kube-proxy (the DaemonSet's
+#                                               command), the host's iptables (legacy and
+#                                               nft, chosen at the first call as upstream's
+#                                               image does) and conntrack
+#   k8s.gcr.io/etcd:3.4.13-0                    STAND-IN: Debian's etcd 3.4, as in --e2e
+#                                               (the manifest runs `etcd` on PATH)
+#   k8s.gcr.io/pause:3.2                        our pause, as in --e2e
+# VERSION is the cache's (BIN_DIR/version: v1.20.2). NOT BUILT: CoreDNS
+# (k8s.gcr.io/coredns:1.7.0), which neither Debian nor the 1.20 tree has:
+# `kubeadm init` runs with --skip-phases=addon/coredns and the testbed's DNS
+# stand-in (testsupport/cluster_dns.py, scripts/testbed/dns.sh) serves the
+# kube-dns Service in its place.
+#
+# Usage: build-images.sh OUT_DIR [--e2e BIN_DIR] [--kubeadm BIN_DIR]
+#        build-images.sh --list-kubeadm BIN_DIR   print the --kubeadm images' names
 set -euo pipefail
 
 # Keep in sync with testsupport/testbed.py and containerd.sh.
@@ -54,14 +77,57 @@ pause_source="$here/images/pause.c"
 
 die() { echo "build-images.sh: $*" >&2; exit 1; }
 
-usage="usage: build-images.sh OUT_DIR [--e2e BIN_DIR]"
-e2e_bin_dir=""
-case $# in
-    1) ;;
-    3) [[ "$2" == --e2e ]] || die "$usage"; e2e_bin_dir="$(cd "$3" && pwd)" || die "no directory $3" ;;
-    *) die "$usage" ;;
-esac
+# The images of --kubeadm (see the header): kubeadm v1.20's registry, the
+# control-plane programs tagged with the cache's version, and the etcd and
+# pause tags kubeadm 1.20 names (its constants DefaultEtcdVersion and
+# PauseVersion). tests/unit/test_kubeadm_image_list.py holds this list
+# against the built kubeadm's own.
+KUBEADM_REGISTRY="k8s.gcr.io"
+KUBEADM_PROGRAMS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
+KUBEADM_ETCD="$KUBEADM_REGISTRY/etcd:3.4.13-0"
+KUBEADM_PAUSE="$KUBEADM_REGISTRY/pause:3.2"
+
+# Usage: kubeadm_version BIN_DIR: the cache's Kubernetes version (v1.20.2),
+# from the version line controlplane-build.sh writes.
+kubeadm_version() {
+    local line
+    line="$(cat "$1/version" 2>/dev/null || true)"
+    [[ "$line" =~ ^Kubernetes\ (v[0-9][^ ]*)$ ]] || die "no Kubernetes version in $1/version"
+    echo "${BASH_REMATCH[1]}"
+}
+
+# Usage: kubeadm_images BIN_DIR: the names of the --kubeadm images, one a line.
+kubeadm_images() {
+    local version program
+    version="$(kubeadm_version "$1")"
+    for program in "${KUBEADM_PROGRAMS[@]}"; do
+        echo "$KUBEADM_REGISTRY/$program:$version"
+    done
+    echo "$KUBEADM_ETCD"
+    echo "$KUBEADM_PAUSE"
+}
+
+usage="usage: build-images.sh OUT_DIR [--e2e BIN_DIR] [--kubeadm BIN_DIR]
+       build-images.sh --list-kubeadm BIN_DIR"
+if [[ "${1:-}" == --list-kubeadm ]]; then
+    [[ $# -eq 2 ]] || die "$usage"
+    kubeadm_images "$2"
+    exit 0
+fi
+[[ $# -ge 1 && "$1" != -* ]] || die "$usage"
 out_dir="$1"
+shift
+e2e_bin_dir=""
+kubeadm_bin_dir=""
+while [[ $# -gt 0 ]]; do
+    [[ $# -ge 2 ]] || die "$usage"
+    case "$1" in
+        --e2e) e2e_bin_dir="$(cd "$2" && pwd)" || die "no directory $2" ;;
+        --kubeadm) kubeadm_bin_dir="$(cd "$2" && pwd)" || die "no directory $2" ;;
+        *) die "$usage" ;;
+    esac
+    shift 2
+done
 mkdir -p "$out_dir"
 out_dir="$(cd "$out_dir" && pwd)"
 
@@ -168,11 +234,18 @@ UPDATE_DEMO_DATA=test/images
 # with the host's copies of the libraries it links (none when it is static).
 # HINT says what to install when SRC or one of its libraries is missing.
 add_program() {
-    local rootfs="$1" src="$2" dest="$3" hint="${4:-}" libs lib
+    local rootfs="$1" src="$2" dest="$3" hint="${4:-}"
     [[ -x "$src" ]] || die "no program $src${hint:+ ($hint)}"
     rm -f "$rootfs$dest"
     mkdir -p "$rootfs$(dirname "$dest")"
     install -m 0755 "$src" "$rootfs$dest"
+    add_libraries "$rootfs" "$src" "$hint"
+}
+
+# Usage: add_libraries ROOTFS SRC [HINT]: the host's copies of the libraries
+# the program or shared object SRC links, at their paths in ROOTFS.
+add_libraries() {
+    local rootfs="$1" src="$2" hint="${3:-}" libs lib
     # ldd fails on a static program: nothing more to copy.
     libs="$(ldd "$src" 2>/dev/null)" || return 0
     if [[ "$libs" == *"not found"* ]]; then
@@ -309,9 +382,11 @@ web_standin() {
 }
 
 
-build_e2e() {
-    local base="$work/e2e-busybox" rootfs name
-    mkdir -p "$out_dir/e2e"
+# The root file system the e2e and kubeadm images start from, in $work (made
+# once per run): busybox with its applets also in /bin, and an nsswitch.conf.
+program_base() {
+    local base="$work/e2e-busybox"
+    [[ -d "$base" ]] && return 0
     busybox_rootfs "$base"
     link_applets_in_bin "$base"
     # Without this file glibc (getent) and Go programs (etcd resolving its
@@ -319,6 +394,23 @@ build_e2e() {
     # the kubelet's /etc/hosts entries would be missed or come too late.
     printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$base/etc/nsswitch.conf"
     chmod 0644 "$base/etc/nsswitch.conf"
+}
+
+# The etcd stand-in's root file system, $work/etcd (made once per run):
+# Debian's etcd 3.4 (the control plane's own) as /usr/local/bin/etcd on the
+# program base, which has /usr/local/bin on PATH.
+etcd_rootfs() {
+    local rootfs="$work/etcd"
+    [[ -d "$rootfs" ]] && return 0
+    program_base
+    cp -a "$work/e2e-busybox" "$rootfs"
+    add_program "$rootfs" "$HOST_ETCD" /usr/local/bin/etcd "apt-get install etcd-server"
+}
+
+build_e2e() {
+    local base="$work/e2e-busybox" rootfs name
+    mkdir -p "$out_dir/e2e"
+    program_base
 
     pack_e2e "$base" "$E2E_BUSYBOX" --cmd '["sh"]'
 
@@ -385,10 +477,8 @@ build_e2e() {
     # runs /usr/local/bin/etcd on 127.0.0.1:2379): upstream's is etcd 3.4.13.
     # A STAND-IN: Debian's etcd 3.4 (the control plane's own) on busybox; its
     # data directory goes into the container's working directory, as upstream's.
-    rootfs="$work/etcd"
-    cp -a "$base" "$rootfs"
-    add_program "$rootfs" "$HOST_ETCD" /usr/local/bin/etcd "apt-get install etcd-server"
-    pack_e2e "$rootfs" "$E2E_ETCD" --cmd '["/usr/local/bin/etcd"]'
+    etcd_rootfs
+    pack_e2e "$work/etcd" "$E2E_ETCD" --cmd '["/usr/local/bin/etcd"]'
 
     # sample-apiserver: upstream's is the tree's program on alpine; ours is
     # the same program on busybox. The control-plane cache has it only once
@@ -419,6 +509,119 @@ build_e2e() {
     { printf '%s\n' "${E2E_BUILT[@]}"; e2e_optional_inputs; } >"$out_dir/e2e/complete"
 }
 
+# The host's iptables and conntrack, which the kube-proxy image carries.
+HOST_XTABLES_NFT=/usr/sbin/xtables-nft-multi
+HOST_XTABLES_LEGACY=/usr/sbin/xtables-legacy-multi
+HOST_CONNTRACK=/usr/sbin/conntrack
+# The names kube-proxy runs iptables by (utiliptables: the save and restore
+# programs of both families).
+IPTABLES_NAMES=(iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore)
+
+# Usage: add_iptables ROOTFS: the host's iptables 1.8, both backends, behind a
+# wrapper that picks one at the first call. kube-proxy runs in the node's
+# network namespace (hostNetwork) beside the kubelet, whose chains
+# (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY) it must see and extend, so it has
+# to use the backend the node's kubelet uses, which the image cannot know when
+# it is built. Upstream's kube-proxy 1.20 image (debian-iptables) decides at
+# run time by looking at the node's rules; this wrapper does the same:
+#   1. the kubelet's chains in the legacy tables: legacy;
+#   2. else the kubelet's chains in the nf_tables ones: nft;
+#   3. else the backend holding more rules (legacy only when it has more).
+# It then points the six names at that backend's program and runs it, so
+# later calls go straight there. The extension modules (XTABLES_LIBDIR) and
+# every library come from the host, so versions match.
+add_iptables() {
+    local rootfs="$1" hint="apt-get install iptables" libdir module name
+    add_program "$rootfs" "$HOST_XTABLES_NFT" /usr/sbin/xtables-nft-multi "$hint"
+    add_program "$rootfs" "$HOST_XTABLES_LEGACY" /usr/sbin/xtables-legacy-multi "$hint"
+    libdir="$(compgen -G '/usr/lib/*/xtables' | head -n 1 || true)"
+    [[ -n "$libdir" && -f "$libdir/libxt_comment.so" ]] \
+        || die "no iptables extensions (/usr/lib/*/xtables) on the host ($hint)"
+    mkdir -p "$rootfs$libdir"
+    for module in "$libdir"/*.so; do
+        install -m 0644 "$module" "$rootfs$module"
+        add_libraries "$rootfs" "$module" "$hint"
+    done
+    cat >"$rootfs/usr/sbin/iptables-wrapper" <<'EOF'
+#!/bin/sh
+# pykubelet's kube-proxy image: choose the iptables backend the node uses
+# (build-images.sh, add_iptables), then run the command with it.
+set -eu
+kubelet_chains() {
+    { "$1" iptables-save; "$1" ip6tables-save; } 2>/dev/null \
+        | grep -q -e '^:KUBE-IPTABLES-HINT ' -e '^:KUBE-KUBELET-CANARY '
+}
+rules() {
+    { "$1" iptables-save; "$1" ip6tables-save; } 2>/dev/null | grep -c '^-' || true
+}
+if kubelet_chains xtables-legacy-multi; then
+    mode=legacy
+elif kubelet_chains xtables-nft-multi; then
+    mode=nft
+elif [ "$(rules xtables-legacy-multi)" -gt "$(rules xtables-nft-multi)" ]; then
+    mode=legacy
+else
+    mode=nft
+fi
+for name in IPTABLES_NAMES; do
+    ln -sf "xtables-$mode-multi" "/usr/sbin/.$name.$$"
+    mv -f "/usr/sbin/.$name.$$" "/usr/sbin/$name"
+done
+exec "/usr/sbin/${0##*/}" "$@"
+EOF
+    sed -i "s/IPTABLES_NAMES/${IPTABLES_NAMES[*]}/" "$rootfs/usr/sbin/iptables-wrapper"
+    chmod 0755 "$rootfs/usr/sbin/iptables-wrapper"
+    for name in "${IPTABLES_NAMES[@]}"; do
+        ln -sf iptables-wrapper "$rootfs/usr/sbin/$name"
+    done
+}
+
+# Usage: pack_kubeadm ROOTFS NAME [oci_image.py options]: the archive of NAME
+# in kubeadm/, and NAME noted in the list build_kubeadm writes into
+# kubeadm/complete.
+KUBEADM_BUILT=()
+pack_kubeadm() {
+    local rootfs="$1" name="$2" archive
+    shift 2
+    archive="$out_dir/kubeadm/${name##*/}.tar"
+    python3 "$oci_writer" --rootfs "$rootfs" --name "$name" --out "${archive/:/_}" \
+        --env "PATH=$IMAGE_PATH" "$@"
+    KUBEADM_BUILT+=("$name")
+}
+
+build_kubeadm() {
+    local base="$work/e2e-busybox" version rootfs program
+    version="$(kubeadm_version "$kubeadm_bin_dir")"
+    mkdir -p "$out_dir/kubeadm"
+    program_base
+    # The control plane: kubeadm's static pods run `kube-apiserver ...` (and
+    # the others) by name; upstream's images have them in /usr/local/bin.
+    # kube-proxy: the add-on's DaemonSet runs /usr/local/bin/kube-proxy,
+    # privileged in the node's network namespace, with the node's
+    # /run/xtables.lock; it runs iptables, ip6tables, their save and restore
+    # programs, and conntrack to clear UDP entries.
+    for program in "${KUBEADM_PROGRAMS[@]}"; do
+        rootfs="$work/kubeadm-$program"
+        cp -a "$base" "$rootfs"
+        add_program "$rootfs" "$kubeadm_bin_dir/$program" "/usr/local/bin/$program"
+        if [[ "$program" == kube-proxy ]]; then
+            add_iptables "$rootfs"
+            add_program "$rootfs" "$HOST_CONNTRACK" /usr/sbin/conntrack "apt-get install conntrack"
+        fi
+        pack_kubeadm "$rootfs" "$KUBEADM_REGISTRY/$program:$version" \
+            --cmd "[\"/usr/local/bin/$program\"]"
+    done
+    # etcd: kubeadm's static pod runs `etcd --data-dir=/var/lib/etcd ...` by
+    # name, its data directory a hostPath volume.
+    etcd_rootfs
+    pack_kubeadm "$work/etcd" "$KUBEADM_ETCD" --cmd '["/usr/local/bin/etcd"]'
+    # pause: the kubelet flag kubeadm writes (--pod-infra-container-image) names it.
+    compile_pause
+    pack_kubeadm "$work/pause" "$KUBEADM_PAUSE" --entrypoint '["/pause"]'
+    # Written last, as e2e/complete.
+    printf '%s\n' "${KUBEADM_BUILT[@]}" >"$out_dir/kubeadm/complete"
+}
+
 # True when e2e/complete notes the optional inputs the cache has now.
 e2e_current() {
     local noted
@@ -445,5 +648,20 @@ if [[ -n "$e2e_bin_dir" ]]; then
         rm -rf "$out_dir/e2e"
         build_e2e
         echo "built the e2e images in $out_dir/e2e"
+    fi
+fi
+if [[ -n "$kubeadm_bin_dir" ]]; then
+    kubeadm_inputs=("$busybox_bin" "$oci_writer" "${BASH_SOURCE[0]}" "$pause_source" "$HOST_ETCD"
+                    "$HOST_XTABLES_NFT" "$HOST_XTABLES_LEGACY" "$HOST_CONNTRACK"
+                    "$kubeadm_bin_dir/version")
+    for program in "${KUBEADM_PROGRAMS[@]}"; do
+        kubeadm_inputs+=("$kubeadm_bin_dir/$program")
+    done
+    # Also rebuilt when the names differ (another cache's version).
+    if stale "$out_dir/kubeadm/complete" "${kubeadm_inputs[@]}" \
+            || [[ "$(cat "$out_dir/kubeadm/complete")" != "$(kubeadm_images "$kubeadm_bin_dir")" ]]; then
+        rm -rf "$out_dir/kubeadm"
+        build_kubeadm
+        echo "built the kubeadm images in $out_dir/kubeadm"
     fi
 fi
