@@ -127,6 +127,12 @@ class Testbed:
         self._run(SCRIPTS_DIR / "build-images.sh", str(self.images_dir), "--e2e", str(bin_dir))
         return sorted((self.images_dir / "e2e").glob("*.tar"))
 
+    def build_kubeadm_images(self, bin_dir: Path) -> list[Path]:
+        """Build (or reuse) the images kubeadm 1.20's manifests and add-ons name (see
+        build-images.sh) from the programs in ``bin_dir``; returns their archives."""
+        self._run(SCRIPTS_DIR / "build-images.sh", str(self.images_dir), "--kubeadm", str(bin_dir))
+        return sorted((self.images_dir / "kubeadm").glob("*.tar"))
+
     def import_archives(self, archives: list[Path]) -> None:
         """Import more image archives into the running containerd."""
         self._containerd("import", *(str(archive) for archive in archives))

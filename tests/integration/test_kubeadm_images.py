@@ -9,7 +9,6 @@ kubeadm's manifests run it (by name on PATH for the static pods,
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import subprocess
@@ -19,13 +18,12 @@ from pathlib import Path
 import pytest
 
 from testsupport.controlplane import kubeadm_binary
-from testsupport.testbed import SCRIPTS_DIR, Testbed, TestbedError, run_script, script_failure
+from testsupport.testbed import Testbed
 
 pytestmark = pytest.mark.containerd
 
 # Five programs packed and compressed: minutes on a loaded 2-core machine
 # the first time, nothing afterwards.
-BUILD_TIMEOUT_SECONDS = 900.0
 RUN_TIMEOUT_SECONDS = 60.0
 
 
@@ -46,13 +44,8 @@ class KubeadmImages:
 def kubeadm_images(testbed: Testbed) -> KubeadmImages:
     """The kubeadm images built from the control-plane cache and imported."""
     bin_dir = kubeadm_binary(build=True).parent
-    argv = [str(SCRIPTS_DIR / "build-images.sh"), str(testbed.images_dir),
-            "--kubeadm", str(bin_dir)]
-    run_script(argv, env=dict(os.environ),
-               timeout=BUILD_TIMEOUT_SECONDS,
-               failed=lambda what, output: TestbedError(script_failure(argv, what, output)))
+    testbed.import_archives(testbed.build_kubeadm_images(bin_dir))
     out = testbed.images_dir / "kubeadm"
-    testbed.import_archives(sorted(out.glob("*.tar")))
     version = subprocess.run([str(bin_dir / "kubeadm"), "version", "-o", "short"],
                              capture_output=True, text=True, check=True).stdout.strip()
     return KubeadmImages(bin_dir, (out / "complete").read_text().split(), version)
