@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kubernetes_asyncio.client import V1Pod
 
 from pykubelet.api.qos import BEST_EFFORT, GUARANTEED, get_pod_qos
+from pykubelet.api.quantity import memory_to_bytes
 from pykubelet.api.resources import pod_limits, pod_requests
 
 # Linux CFS and cgroup bounds (the kernel's, as upstream clamps to them).
@@ -128,17 +131,65 @@ def cpu_capacity_millis() -> int:
     return (os.cpu_count() or 1) * MILLI_CPU_PER_CPU
 
 
+
+
+# --- huge pages ---------------------------------------------------------------------------------
+
+HUGEPAGES_DIR = "sys/kernel/mm/hugepages"
+HUGEPAGES_RESOURCE_PREFIX = "hugepages-"
+_HUGEPAGE_UNITS = ("B", "KB", "MB", "GB", "TB", "PB")
+
+
+def read_hugepage_sizes(root: str = "/") -> tuple[int, ...]:
+    """The huge page sizes the kernel offers, in bytes, smallest first (a directory
+    ``hugepages-<size>kB`` each)."""
+    try:
+        entries = os.listdir(os.path.join(root, HUGEPAGES_DIR))
+    except OSError:
+        return ()
+    return tuple(sorted(int(entry[len("hugepages-"):-len("kB")]) * 1024 for entry in entries
+                        if entry.startswith("hugepages-") and entry.endswith("kB")))
+
+
+def hugepage_size_name(size: int) -> str:
+    """A page size as the hugetlb cgroup names it (upstream
+    ``HugePageUnitSizeFromByteSize``): ``2MB`` for 2 MiB pages, ``1GB`` for 1 GiB."""
+    unit = 0
+    while size >= 1024 and size % 1024 == 0 and unit < len(_HUGEPAGE_UNITS) - 1:
+        size //= 1024
+        unit += 1
+    return f"{size}{_HUGEPAGE_UNITS[unit]}"
+
+
+def container_hugepage_limits(limits: Mapping[str, Any], page_sizes: Sequence[int]
+                              ) -> list[tuple[str, int]]:
+    """The hugetlb limit of each page size the kernel offers, for a container with
+    ``limits`` (upstream ``GetHugepageLimitsFromResources``): what its ``hugepages-<size>``
+    limit says, and 0 for every size it does not ask for, so that a container cannot use
+    huge pages it was not given."""
+    wanted: dict[int, int] = {}
+    for name, value in limits.items():
+        if name.startswith(HUGEPAGES_RESOURCE_PREFIX):
+            wanted[memory_to_bytes(name[len(HUGEPAGES_RESOURCE_PREFIX):])] = memory_to_bytes(value)
+    return [(hugepage_size_name(size), wanted.get(size, 0)) for size in page_sizes]
+
+
 __all__ = [
     "DEFAULT_CFS_PERIOD_US",
+    "HUGEPAGES_DIR",
+    "HUGEPAGES_RESOURCE_PREFIX",
     "MAX_CPU_SHARES",
     "MILLI_CPU_PER_CPU",
     "MIN_CFS_QUOTA_US",
     "MIN_CPU_SHARES",
     "ResourceConfig",
+    "container_hugepage_limits",
     "cpu_capacity_millis",
     "cpu_shares_to_weight",
+    "hugepage_size_name",
     "milli_cpu_to_quota",
     "milli_cpu_to_shares",
+    "read_hugepage_sizes",
     "read_mem_total",
     "read_pid_max",
     "resource_config_for_pod",

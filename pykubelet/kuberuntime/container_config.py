@@ -52,8 +52,10 @@ from pykubelet.api.quantity import QuantityError, cpu_to_millis, memory_to_bytes
 from pykubelet.cm.helpers import (
     DEFAULT_CFS_PERIOD_US,
     MILLI_CPU_PER_CPU,
+    container_hugepage_limits,
     milli_cpu_to_quota,
     milli_cpu_to_shares,
+    read_hugepage_sizes,
     read_mem_total,
 )
 from pykubelet.container.devices import NO_DEVICES, DeviceRunOptions
@@ -136,6 +138,8 @@ class ContainerOptions:
     enforce_cpu_limits: bool = True
     cpu_cfs_quota_period_us: int = DEFAULT_CFS_PERIOD_US
     memory_capacity: int = field(default_factory=read_mem_total)
+    # The kernel's huge page sizes (bytes): each gets a hugetlb limit, 0 unless asked for.
+    hugepage_sizes: tuple[int, ...] = field(default_factory=read_hugepage_sizes)
     # What a downward-API ``limits.*`` reads when the container sets no limit.
     node_allocatable_cpu_millis: int = field(
         default_factory=lambda: (os.cpu_count() or 1) * MILLI_CPU_PER_CPU)
@@ -362,6 +366,13 @@ def container_resources(pod: V1Pod, container: V1Container,
     )
     if memory_limit:
         resources.memory_limit_in_bytes = memory_limit
+    try:
+        hugepages = container_hugepage_limits(limits, opts.hugepage_sizes)
+    except QuantityError as err:
+        raise CreateContainerConfigError(f"invalid hugepages of container "
+                                         f"{container.name}: {err}") from err
+    resources.hugepage_limits.extend(api_pb2.HugepageLimit(page_size=size, limit=limit)
+                                     for size, limit in hugepages)
     if opts.enforce_cpu_limits:
         resources.cpu_period = opts.cpu_cfs_quota_period_us
         resources.cpu_quota = milli_cpu_to_quota(cpu_limit, opts.cpu_cfs_quota_period_us)

@@ -22,6 +22,7 @@ from typing import Any
 from kubernetes_asyncio.client import V1Container, V1ContainerPort, V1LifecycleHandler, V1Pod
 
 from pykubelet.api import from_dict, to_dict
+from pykubelet.api.gojson import render_go_struct
 from pykubelet.api.kubetypes import (
     CONTAINER_NAME_LABEL,
     POD_NAME_LABEL,
@@ -130,8 +131,12 @@ def _container_type(container: V1Container, pod: V1Pod) -> str | None:
     return None
 
 
-def _compact_json(value: Any) -> str:
-    return json.dumps(to_dict(value), separators=(",", ":"))
+def _go_json(value: Any, type_name: str) -> str:
+    # What the Go kubelet writes (encoding/json, struct field order), so annotations
+    # written by either kubelet read the same to the other.
+    if isinstance(value, list):
+        return "[" + ",".join(render_go_struct(to_dict(item), type_name) for item in value) + "]"
+    return render_go_struct(to_dict(value), type_name)
 
 
 def new_container_annotations(container: V1Container, pod: V1Pod,
@@ -150,10 +155,10 @@ def new_container_annotations(container: V1Container, pod: V1Pod,
         annotations[POD_TERMINATION_GRACE_PERIOD_ANNOTATION] = str(
             pod.spec.termination_grace_period_seconds)
     if container.lifecycle is not None and container.lifecycle.pre_stop is not None:
-        annotations[CONTAINER_PRE_STOP_HANDLER_ANNOTATION] = _compact_json(
-            container.lifecycle.pre_stop)
+        annotations[CONTAINER_PRE_STOP_HANDLER_ANNOTATION] = _go_json(
+            container.lifecycle.pre_stop, "Handler")
     if container.ports:
-        annotations[CONTAINER_PORTS_ANNOTATION] = _compact_json(container.ports)
+        annotations[CONTAINER_PORTS_ANNOTATION] = _go_json(container.ports, "ContainerPort")
     container_type = _container_type(container, pod)
     if container_type is not None:
         annotations[CONTAINER_TYPE_ANNOTATION] = container_type

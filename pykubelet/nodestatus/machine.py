@@ -22,6 +22,8 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
+from pykubelet.cm.helpers import HUGEPAGES_DIR, read_hugepage_sizes
+
 MACHINE_ID_PATHS = ("etc/machine-id", "var/lib/dbus/machine-id")
 SYSTEM_UUID_PATHS = ("sys/class/dmi/id/product_uuid", "proc/device-tree/system-id",
                      "proc/device-tree/vm,uuid")
@@ -97,18 +99,12 @@ def parse_os_release(text: str) -> str:
 
 
 def read_hugepages(root: str = "/") -> dict[int, int]:
-    base = os.path.join(root, "sys/kernel/mm/hugepages")
+    """Reserved huge pages by page size in bytes (``nr_hugepages`` of each size)."""
     pages: dict[int, int] = {}
-    try:
-        entries = os.listdir(base)
-    except OSError:
-        return pages
-    for entry in entries:
-        if not (entry.startswith("hugepages-") and entry.endswith("kB")):
-            continue
-        size_kib = int(entry[len("hugepages-"):-len("kB")])
-        text = _read(base, os.path.join(entry, "nr_hugepages"))
-        pages[size_kib * 1024] = int(text.strip()) if text else 0
+    for size in read_hugepage_sizes(root):
+        text = _read(root, os.path.join(HUGEPAGES_DIR, f"hugepages-{size // 1024}kB",
+                                        "nr_hugepages"))
+        pages[size] = int(text.strip()) if text else 0
     return pages
 
 

@@ -19,13 +19,14 @@ from fractions import Fraction
 from typing import Protocol
 
 from pykubelet.api.quantity import BINARY_SI, DECIMAL_SI, format_quantity
+from pykubelet.cm.helpers import HUGEPAGES_RESOURCE_PREFIX
 from pykubelet.nodestatus.machine import MachineInfo
 
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
-HUGEPAGES_PREFIX = "hugepages-"
+HUGEPAGES_PREFIX = HUGEPAGES_RESOURCE_PREFIX
 
 ResourceList = dict[str, Fraction]
 

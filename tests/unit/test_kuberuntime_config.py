@@ -289,6 +289,20 @@ def test_resources_become_cgroup_settings(opts: ContainerOptions) -> None:
     assert resources.oom_score_adj == 875  # Burstable, 1Gi of 8Gi requested
 
 
+def test_every_huge_page_size_gets_a_limit_zero_unless_asked_for(
+        opts: ContainerOptions) -> None:
+    # As the Go kubelet: a container may use only the huge pages its limits give it.
+    sized = dataclasses.replace(opts, hugepage_sizes=(2 * 1024 * 1024, GIB))
+    plain = config_for(make_pod(), sized).linux.resources
+    assert [(h.page_size, h.limit) for h in plain.hugepage_limits] == [("2MB", 0), ("1GB", 0)]
+    asking = make_pod({"resources": {"limits": {"hugepages-2Mi": "8Mi", "memory": "64Mi",
+                                                "cpu": "1"}}})
+    limits = config_for(asking, sized).linux.resources.hugepage_limits
+    assert [(h.page_size, h.limit) for h in limits] == [("2MB", 8 * 1024 * 1024), ("1GB", 0)]
+    none = dataclasses.replace(opts, hugepage_sizes=())
+    assert not config_for(asking, none).linux.resources.hugepage_limits
+
+
 def test_guaranteed_and_best_effort_resources(opts: ContainerOptions) -> None:
     guaranteed = make_pod({"resources": {"limits": {"cpu": "2", "memory": "64Mi"}}})
     resources = config_for(guaranteed, opts).linux.resources
