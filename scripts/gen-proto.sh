@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the Python modules of pykubelet's own protobuf definitions
-# (pykubelet/api/proto/*.proto: the device plugin and pod-resources APIs).
+# (pykubelet/api/proto/*.proto: the device plugin, pod-resources and plugin
+# registration APIs).
 #
 # The generated *_pb2.py, *_pb2.pyi and *_pb2_grpc.py files are committed, so
 # neither running nor testing pykubelet needs a protobuf compiler. Only this

@@ -112,7 +112,9 @@ class DevicePlugin:
     def socket_dir(self) -> Path:
         """Where it serves its socket (as it sees it): the device-plugin directory, or the
         kubelet's plugins registry when the plugin will not call Register."""
-        if self.kubelet.device_plugin_deprecation:
+        # As upstream's 1.20 sample plugin decides: by the file a 1.20 kubelet left there.
+        if (self.kubelet.device_plugin_deprecation
+                or (self.kubelet.device_plugin_dir / "DEPRECATION").exists()):
             return self.kubelet.root / PLUGINS_REGISTRY
         return DEVICE_PLUGIN_DIR
 

@@ -100,6 +100,7 @@ from pykubelet.nodestatus.resources import (
     pods_capacity,
 )
 from pykubelet.pleg import GenericPLEG
+from pykubelet.pluginmanager import DEVICE_PLUGIN, PluginManager, registration_dir
 from pykubelet.podresources import (
     PodResourcesServer,
     Providers,
@@ -633,6 +634,10 @@ class Kubelet:
         self.cpu_manager = machine.cpu_manager
         # Device plugins' registration socket and their devices.
         self.device_manager = machine.device_manager
+        # Plugins found in <root>/plugins_registry: device plugins go to the device manager.
+        self.plugin_manager = PluginManager(
+            directory=registration_dir(options.root_dir),
+            handlers={DEVICE_PLUGIN: machine.device_manager.plugin_handler})
         self.runtime_state = runtime_state
         self.sources_ready = sources_ready
         # Asked in order after the eviction manager (``can_admit_pod``).
@@ -671,7 +676,8 @@ class Kubelet:
         makeIPTablesUtilChains), then in cluster mode the node status and lease, pod
         statuses and what pods read from the API server, then garbage collection,
         eviction and the log manager, the CPU manager's reconcile loop (not under policy
-        ``none``), the device manager's registration server, the pod-resources API, the
+        ``none``), the device manager's registration server, the plugin manager (the
+        plugins_registry watcher), the pod-resources API, the
         volume manager, and PLEG.
         The probe manager's workers start per pod; the sync loop itself runs last, in
         ``run``. Every one is restarted after a crash (``util/supervisor.py``)."""
@@ -689,6 +695,7 @@ class Kubelet:
         if self.cpu_manager.reconciles:
             tasks.append(("cpu-manager-reconcile", self.cpu_manager.run))
         tasks.append(("device-manager", self.device_manager.run))
+        tasks.append(("plugin-manager", self.plugin_manager.run))
         tasks.append(("pod-resources", lambda: serve_pod_resources(
             self.pod_resources, pod_resources_socket(self.options.root_dir))))
         tasks.append(("volume-manager", self.volume_manager.run))

@@ -1,6 +1,7 @@
 """The device plugin manager (upstream ``pkg/kubelet/cm/devicemanager``).
 
-``server`` is the registration server on ``kubelet.sock``, ``endpoint`` one
+``server`` is the registration server on ``kubelet.sock``, ``plugin_handler`` the
+plugin watcher's way in for plugins that do not call ``Register``, ``endpoint`` one
 registered plugin, ``registry`` the registered plugins and their devices (health,
 capacity, expiry), ``allocator`` which devices a container gets, ``topology_hints``
 the NUMA hints (pure functions), ``pod_devices`` which container holds which

@@ -61,6 +61,7 @@ from pykubelet.cm.devicemanager.endpoint import (
     DeviceAllocationError,
     plugin_call,
 )
+from pykubelet.cm.devicemanager.plugin_handler import DevicePluginHandler
 from pykubelet.cm.devicemanager.registry import PluginRegistry
 from pykubelet.cm.devicemanager.server import DEVICE_PLUGIN_DIR
 from pykubelet.cm.devicemanager.topology_hints import (
@@ -129,6 +130,8 @@ class DeviceManager:
             running_containers=running_containers, affinity=affinity,
             changed=self._write_checkpoint)
         self.server = self._registry.server
+        # What the plugin manager hands the plugins of type DevicePlugin it finds.
+        self.plugin_handler = DevicePluginHandler(self._registry)
 
     # -- start and run ----------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """The registered device plugins and their devices (upstream ``manager.go``'s endpoint
 half: ``genericDeviceUpdateCallback``, ``GetCapacity``, the endpoint map).
 
-- Registration: plugins register on ``kubelet.sock`` (``server.py``); the registry
-  dials each, follows its ``ListAndWatch`` in a task of its own, and keeps per
-  resource every device (with its NUMA nodes) and which are healthy. A plugin
-  registering again replaces its old endpoint.
+- Registration: plugins register on ``kubelet.sock`` (``server.py``) or are found
+  by the plugin watcher (``plugin_handler.py``); either way the registry dials
+  each, follows its ``ListAndWatch`` in a task of its own, and keeps per resource
+  every device (with its NUMA nodes) and which are healthy. A plugin registering
+  again replaces its old endpoint; one whose socket the watcher saw removed is
+  stopped as if its stream had ended.
 - A plugin whose stream ends has all its devices marked unhealthy at once
   (allocatable 0, capacity unchanged) and its channel closed.
 - Expiry: once a stopped plugin has stayed away for the grace period (5 minutes)
@@ -132,6 +134,26 @@ class PluginRegistry:
         return expired
 
     # -- plugins -----------------------------------------------------------------------------
+
+    async def register_plugin(self, resource: str, socket_path: str) -> None:
+        """A plugin found by the plugin watcher: connected exactly as one that called
+        ``Register`` (raises when it cannot be)."""
+        await self._connect(resource, socket_path)
+
+    async def deregister_plugin(self, resource: str, socket_path: str) -> None:
+        """The plugin watcher saw the plugin's socket go: its device stream is stopped and
+        its devices become unhealthy at once, as when the stream ends (its resource stays
+        on the node until the grace period runs out). Nothing happens when ``resource``
+        is served by another socket now (the plugin registered anew)."""
+        endpoint = self._endpoints.get(resource)
+        if endpoint is None or endpoint.socket_path != socket_path or endpoint.is_stopped():
+            return
+        watcher = self._watchers.pop(resource, None)
+        if watcher is not None:
+            watcher.cancel()
+            await asyncio.wait([watcher])
+        self._disconnected(endpoint)
+        await endpoint.close()
 
     async def _connect(self, resource: str, socket_path: str) -> None:
         """A plugin registered: dial it, read its options, follow its devices."""
