@@ -14,7 +14,12 @@ directly, from ``bench/pod_startup.py``):
 - API requests pykubelet makes per pod start, by verb and resource, counted
   by a proxy in front of the API server (``bench/apiproxy.py``), and the
   requests per minute while ``--pods`` pods run and nothing changes (target:
-  no status write when nothing changed).
+  no status write when nothing changed). The one-pod-at-a-time requests are also
+  counted by the API server itself (its audit log, ``bench/audit.py``), from the
+  first create to ``AUDIT_TAIL_SECONDS`` after the last pod is gone, so the
+  requests about each pod that come after its deletion count too;
+  ``--keep-audit FILE`` keeps the log (``python -m bench.audit FILE --user
+  system:node:NAME --namespace NS`` lists each pod's requests in order).
 
 "Running in the API" is observed through a watch (an admin list+watch of the
 benchmark namespace), so the figure includes the status write and the watch
@@ -32,6 +37,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import os
 import secrets
 import shutil
 import sys
@@ -39,11 +45,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client, config
 
+from bench import audit
 from bench.apiproxy import CountingProxy, write_kubeconfig
 from bench.harness import (
     API_CLIENT_CONFIG,
@@ -66,6 +74,9 @@ from testsupport.testbed import Testbed
 
 KUBELET_CONFIG: dict[str, Any] = {"syncFrequency": "1m", "fileCheckFrequency": "20s",
                                   "maxPods": 110, **API_CLIENT_CONFIG}
+# The audited one-at-a-time requests are counted until this long after the last pod is
+# gone: a status sync period (10 s), so requests about deleted pods are in.
+AUDIT_TAIL_SECONDS = 10.0
 
 
 @dataclass
@@ -84,6 +95,11 @@ class ClusterResults:
     idle_seconds: float = 0.0
     idle_requests: collections.Counter[str] = field(default_factory=collections.Counter)
     idle_cpu_seconds: float = 0.0
+    # The API server's count (audit log) of the node's requests over the one-at-a-time
+    # runs; None without an audit log.
+    audited_single: collections.Counter[str] | None = None
+    node_name: str = ""
+    namespace: str = ""
 
 
 def pod_manifest(name: str, node: str, image: str) -> client.V1Pod:
@@ -112,6 +128,7 @@ async def measure_cluster(results: ClusterResults, plane: ControlPlane, testbed:
                           work_dir: Path, idle_seconds: float) -> None:
     node_name = f"bench-{secrets.token_hex(3)}"
     namespace = f"bench-{secrets.token_hex(3)}"
+    results.node_name, results.namespace = node_name, namespace
     plane.kubectl("create", "namespace", namespace)
     plane.node_kubeconfig(node_name)  # the node's credential: nodes/<name>.crt and .key
     node_files = plane.dir / "nodes" / node_name
@@ -149,11 +166,14 @@ async def measure_cluster(results: ClusterResults, plane: ControlPlane, testbed:
 
             print("one pod at a time ...", file=sys.stderr, flush=True)
             results.single_cold_ms, _, _ = await one("cold")
+            single_from = datetime.now(UTC)
             for run in range(results.runs):
                 api_ms, runtime_ms, used = await one(f"single-{run}")
                 results.single_api_ms.append(api_ms)
                 results.single_runtime_ms.append(runtime_ms)
                 results.requests_single += used
+            await asyncio.sleep(AUDIT_TAIL_SECONDS)
+            results.audited_single = audited(plane, node_name, single_from, datetime.now(UTC))
 
             print(f"{results.pods} pods at once ...", file=sys.stderr, flush=True)
             names = [f"many-{i}" for i in range(results.pods)]
@@ -198,6 +218,16 @@ async def measure_cluster(results: ClusterResults, plane: ControlPlane, testbed:
         await runtime.close()
         await admin.close()
         await proxy.stop()
+
+
+def audited(plane: ControlPlane, node_name: str, since: datetime,
+            until: datetime) -> collections.Counter[str] | None:
+    """The node's requests the API server audited in [since, until); None without a log."""
+    log = plane.env.get(audit.AUDIT_LOG_KEY)
+    if not log:
+        return None
+    return audit.count(audit.select(audit.read_log(Path(log)), user=audit.node_user(node_name),
+                                    since=since, until=until))
 
 
 def render(results: ClusterResults) -> str:
@@ -246,6 +276,10 @@ def render(results: ClusterResults) -> str:
         "",
         "API requests made by pykubelet",
         f"  one pod at a time: {per_pod(results.requests_single, results.runs)}",
+        "  one pod at a time, as the API server audited them (create -> "
+        f"{AUDIT_TAIL_SECONDS:g} s after the last is gone): "
+        + (per_pod(results.audited_single, results.runs) if results.audited_single is not None
+           else "no audit log"),
         f"  {results.pods} at once: {per_pod(results.requests_many, results.pods)}",
         f"  idle with {results.pods} pods over {results.idle_seconds:.0f} s: "
         f"{idle_total / minutes:.1f} per minute ({idle_parts})",
@@ -262,6 +296,9 @@ async def run(args: argparse.Namespace) -> ClusterResults:
         raise BenchmarkError("no control plane binaries: run scripts/testbed/controlplane-build.sh")
     work_dir = Path(tempfile.mkdtemp(prefix="pykubelet-cluster-bench-"))
     testbed = Testbed.fresh()
+    # The API server's audit log of the node's requests (controlplane.sh reads the setting
+    # from the environment the plane's start inherits).
+    os.environ[audit.AUDIT_SETTING] = "1"
     plane = ControlPlane.fresh()
     try:
         print("starting containerd and the control plane ...", file=sys.stderr, flush=True)
@@ -281,6 +318,9 @@ async def run(args: argparse.Namespace) -> ClusterResults:
         await measure_cluster(results, plane, testbed, work_dir, args.idle_seconds)
         return results
     finally:
+        log = plane.env.get(audit.AUDIT_LOG_KEY) if (plane.dir / "env").exists() else None
+        if args.keep_audit is not None and log:
+            shutil.copyfile(log, args.keep_audit)
         with contextlib.suppress(Exception):
             plane.stop()
         with contextlib.suppress(Exception):
@@ -294,6 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=30)
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--json", action="store_true", help="also print the raw figures as JSON")
+    parser.add_argument("--keep-audit", type=Path, metavar="FILE",
+                        help="copy the API server's audit log of the node's requests to FILE")
     args = parser.parse_args(argv)
     try:
         results = asyncio.run(run(args))
@@ -303,6 +345,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"benchmark failed: {err}", file=sys.stderr)
         return 1
     print(render(results))
+    if args.keep_audit is not None:
+        print(f"audit log kept in {args.keep_audit}: python -m bench.audit {args.keep_audit} "
+              f"--user {audit.node_user(results.node_name)} --namespace {results.namespace}")
     if args.json:
         print(json.dumps({"single_api_ms": results.single_api_ms,
                           "many_api_ms": results.many_api_ms,

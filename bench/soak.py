@@ -37,6 +37,15 @@ Pass: every leftover back to its value before; RSS and fds of the last
 window within ``FLAT_TOLERANCE`` of the second (the first is warm-up); p99
 create -> Running within the pod-start SLO (5 s, images present).
 
+Per pod lifecycle, for each kubelet and as their ratio when both ran
+(``per_pod_table``): CPU seconds, create -> Running p50/p99, the API requests
+the API server audited for the kubelet's node user by verb and resource
+(``bench/audit.py``: the control plane runs with its audit log on), and the
+watch events the API server sent, by kind (``apiserver_watch_events_total``
+deltas: every watcher of the private control plane, which differ between the
+two kubelets only by the kubelet, as they run one at a time), counted from the
+first create until ``COUNT_TAIL_SECONDS`` after the API forgot the last pod.
+
 Prints the tables; exits 1 only when the measurement itself broke, 130 when
 interrupted (see ``bench/README.md``).
 """
@@ -49,15 +58,18 @@ import contextlib
 import functools
 import os
 import secrets
+import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from bench import audit
 from bench.harness import (
     API_CLIENT_SETTINGS,
     KUBELET_ARGS,
@@ -98,6 +110,9 @@ POD_START_SLO_SECONDS = 5.0
 # RSS and fds count as flat when the last window is within this fraction of the second.
 FLAT_TOLERANCE = 0.05
 SAMPLE_SECONDS = 1.0
+# The request and watch event counts run until this long after the API forgot the last
+# pod: the status manager's periodic sync (10 s) has then seen every pod gone.
+COUNT_TAIL_SECONDS = 10.0
 PY_SOAK_NODE, GO_SOAK_NODE = "soak-py", "soak-go"
 
 
@@ -139,6 +154,23 @@ def tcp_connections_to(pid: int, port: int) -> int:
                 if remote_port == port and fields[3] == "01" and fields[9] in inodes:
                     count += 1
     return count
+
+
+def apiserver_watch_events(plane: ControlPlane) -> dict[str, float]:
+    """The API server's ``apiserver_watch_events_total`` by kind."""
+    return audit.watch_events(plane.kubectl("get", "--raw", "/metrics").stdout)
+
+
+def audited_requests(plane: ControlPlane, node_name: str, since: datetime,
+                     until: datetime) -> dict[str, int] | None:
+    """The node's requests the API server received in [since, until), by "verb resource";
+    None when the control plane keeps no audit log."""
+    log = plane.env.get(audit.AUDIT_LOG_KEY)
+    if not log:
+        return None
+    return dict(audit.count(audit.select(audit.read_log(Path(log)),
+                                         user=audit.node_user(node_name),
+                                         since=since, until=until)))
 
 
 def apiserver_watches(plane: ControlPlane) -> int:
@@ -200,6 +232,11 @@ class SideResult:
     server_version: str = ""
     # Pod cgroups per hierarchy after the run, where any is left.
     cgroups_left: dict[str, int] = field(default_factory=dict)
+    # What the API server counted from the first create to COUNT_TAIL_SECONDS after the
+    # last pod was gone: the kubelet's requests by "verb resource" (None: no audit log),
+    # and the watch events it sent by kind.
+    requests: dict[str, int] | None = None
+    watch_events: dict[str, float] = field(default_factory=dict)
 
 
 async def sample_process(side: str, kubelet: KubeletProcess, window: Window,
@@ -289,6 +326,8 @@ async def soak_side(*, api: client.CoreV1Api, runtime: RemoteRuntimeService, sid
         await asyncio.sleep(args.quiet_seconds)
         result.before = await count_leftovers(side, kubelet, runtime, plane, watcher.pod_ips,
                                               sandbox_ids)
+        events_before = await asyncio.to_thread(apiserver_watch_events, plane)
+        counted_from = datetime.now(UTC)
         began = time.monotonic()
         windows, churn = await churn_windows(
             api=api, runtime=runtime, side=side, kubelet=kubelet, namespace=namespace,
@@ -300,7 +339,14 @@ async def soak_side(*, api: client.CoreV1Api, runtime: RemoteRuntimeService, sid
         result.windows, result.pods_created, result.create_errors = (
             windows, len(churn.created_at), churn.errors)
         print(f"  {side}: quiet for {args.quiet_seconds:g} s ...", file=sys.stderr, flush=True)
-        await asyncio.sleep(args.quiet_seconds)
+        tail = min(COUNT_TAIL_SECONDS, args.quiet_seconds)
+        await asyncio.sleep(tail)
+        counted_to = datetime.now(UTC)
+        result.watch_events = audit.delta(
+            await asyncio.to_thread(apiserver_watch_events, plane), events_before)
+        await asyncio.sleep(args.quiet_seconds - tail)
+        result.requests = await asyncio.to_thread(audited_requests, plane, kubelet.node_name,
+                                                  counted_from, counted_to)
         check_alive(kubelet)
         result.after = await count_leftovers(side, kubelet, runtime, plane, watcher.pod_ips,
                                              sandbox_ids)
@@ -394,12 +440,47 @@ def _count(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
+def per_pod_table(results: Sequence[SideResult]) -> list[str]:
+    """Each kubelet's cost per pod lifecycle, a column each, and their ratio when both ran:
+    CPU, create -> Running, and what the API server counted (``bench/audit.py``)."""
+    if not results:
+        return []
+    labels = {PYKUBELET: "pykubelet", GO: "Go kubelet"}
+    columns = [audit.Column(labels.get(r.side, r.side), r.pods_created, r.requests or {},
+                            r.watch_events) for r in results]
+    pair = len(results) == 2
+
+    def row(label: str, values: Sequence[float], fmt: str) -> str:
+        text = f"  {label:34}" + "".join(f"{value:14{fmt}}" for value in values)
+        if pair and values[1]:
+            text += f"{values[0] / values[1]:8.2f}"
+        return text
+
+    def latency(result: SideResult, q: float) -> float:
+        samples = [ms for w in result.windows for ms in w.latencies_ms]
+        return percentile(samples, q) if samples else float("nan")
+
+    lines = [f"per pod lifecycle (create -> Running -> delete -> gone), "
+             f"{', '.join(f'{c.label} {c.pods} pods' for c in columns)}; counted from the "
+             f"first create to {COUNT_TAIL_SECONDS:g} s after the API forgot the last pod",
+             f"  {'':34}" + "".join(f"{c.label:>14}" for c in columns)
+             + (f"{'py/Go':>8}" if pair else ""),
+             row("CPU seconds", [cpu_per_pod(r) for r in results], ".3f"),
+             row("create -> Running p50 ms", [latency(r, 0.5) for r in results], ".0f"),
+             row("create -> Running p99 ms", [latency(r, 0.99) for r in results], ".0f")]
+    if any(r.requests is None for r in results):
+        lines.append("  (no audit log: the control plane ran without "
+                     f"{audit.AUDIT_SETTING}=1)")
+    return lines + audit.per_pod_table(columns, width=34, header=False)
+
+
 def render(results: Sequence[SideResult]) -> str:
     version = results[0].server_version if results else ""
     lines = [f"churn soak, control plane {version}, pods bound with spec.nodeName; "
              f"every kubelet {API_CLIENT_SETTINGS}"]
     for result in results:
         lines += ["", *render_side(result)]
+    lines += ["", *per_pod_table(results)]
     return "\n".join(lines)
 
 
@@ -459,6 +540,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="quiet time before the counts before and after (default 60)")
     parser.add_argument("--keep-logs", type=Path, metavar="DIR",
                         help="copy every kubelet's own log into DIR before it is removed")
+    parser.add_argument("--keep-audit", type=Path, metavar="FILE",
+                        help="copy the API server's audit log of the nodes' requests to FILE "
+                             "(python -m bench.audit FILE lists them)")
     args = parser.parse_args(argv)
     if min(args.minutes, args.window_minutes, args.rate, args.pod_seconds) <= 0 \
             or args.quiet_seconds < 0:
@@ -478,6 +562,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ControlPlaneError as err:
         print(f"benchmark failed: {err}", file=sys.stderr)
         return 1
+    # The API server's audit log of the nodes' requests (controlplane.sh reads it from
+    # the environment the plane's start inherits).
+    os.environ[audit.AUDIT_SETTING] = "1"
     plane = ControlPlane.fresh()
     results: list[SideResult] = []
 
@@ -488,6 +575,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = run_on_testbed(body, {}, errors=(ControlPlaneError, ApiException))
     finally:
         with uninterruptible("stopping the control plane"):
+            log = plane.dir / "logs" / "audit.log"
+            if args.keep_audit is not None and log.exists():
+                shutil.copyfile(log, args.keep_audit)
             if plane.dir.exists():
                 try:
                     plane.stop()

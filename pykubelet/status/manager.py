@@ -18,7 +18,10 @@ and PATCHes the difference (``status.patch``) only when there is one; every
 kept current by the watch) and rewrites what drifted. A static pod's status
 goes to its mirror pod. A pod being deleted gracefully is deleted for good
 (grace period 0, UID precondition) once its final status is written and its
-containers are gone. Standalone mode has no sink and statuses simply live here.
+containers are gone. A pod gone from the API (the watch reported its deletion,
+or a GET answered 404) is not read again: the statuses its termination still
+records stay here for the kubelet's readers only. Standalone mode has no sink
+and statuses simply live here.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, overload
 
 from kubernetes_asyncio.client import (
@@ -81,6 +84,8 @@ _LOST_CONTAINER_MESSAGE = "The container could not be located when the pod was t
 
 # Upstream syncPeriod: every status is checked against the API this often.
 SYNC_PERIOD = 10.0
+# How long a pod found gone from the API is remembered as gone (see _gone_from_api).
+GONE_MEMORY = timedelta(minutes=2)
 
 
 class StatusSink(Protocol):
@@ -153,6 +158,12 @@ class StatusManager:
         # Latest version written to the API, keyed by the UID of the API object
         # (the mirror pod's for a static pod).
         self._api_versions: dict[str, int] = {}
+        # API objects (keyed as ``_api_versions``) a GET found gone, and when. UIDs are
+        # never reused, so none of them comes back: their statuses are kept for the
+        # readers until the pod is forgotten, but not read from the API again. Kept for
+        # GONE_MEMORY, not only while the status is: a pod worker still stopping the
+        # pod may record a status after housekeeping forgot the pod's.
+        self._gone_from_api: dict[str, datetime] = {}
         self._changed = asyncio.Event()
         # Status fields the API server turned out not to keep (it is older than
         # the kubelet): left out of comparisons so they are not rewritten forever.
@@ -292,6 +303,9 @@ class StatusManager:
             for uid in [u for u in self._api_versions
                         if u not in self._statuses and u not in mirror_to_pod]:
                 del self._api_versions[uid]
+            forget_before = self._now() - GONE_MEMORY
+            for uid in [u for u, at in self._gone_from_api.items() if at < forget_before]:
+                del self._gone_from_api[uid]
         due: list[tuple[str, str, _VersionedStatus]] = []
         for uid, cached in self._statuses.items():
             status_uid = uid
@@ -301,6 +315,12 @@ class StatusManager:
                     klog.v(5).info("Static pod does not have a corresponding mirror pod; skipping",
                                    podUID=uid, pod=pod_ref(cached.pod))
                     continue
+            if status_uid in self._gone_from_api:
+                continue
+            if self._deleted_in_api(uid, cached):
+                # Its GET could only answer 404: remembered as gone without asking.
+                self._gone_from_api[status_uid] = self._now()
+                continue
             if not all_pods:
                 if self._api_versions.get(status_uid, 0) < cached.version:
                     due.append((uid, status_uid, cached))
@@ -314,23 +334,26 @@ class StatusManager:
             klog.v(5).info("Sync pod status", podUID=uid, statusUID=status_uid,
                            version=cached.version)
             try:
-                await self._sync_pod(uid, cached)
+                await self._sync_pod(uid, status_uid, cached)
             except Exception as err:
                 # Left unpublished: the next change or the periodic sync retries it.
                 klog.info("Failed to update status for pod", pod=pod_ref(cached.pod),
                           err=str(err) or type(err).__name__)
         return len(due)
 
-    async def _sync_pod(self, uid: str, cached: _VersionedStatus) -> None:
+    async def _sync_pod(self, uid: str, status_uid: str, cached: _VersionedStatus) -> None:
         assert self._sink is not None
         meta = cached.pod.metadata
         namespace, name = meta.namespace or "", meta.name or ""
         self.requests += 1
         pod = await self._sink.get_pod(namespace, name)
         if pod is None:
-            # The pod manager will forget it once the watch reports the deletion.
+            # No pod of that name: the object ``status_uid`` is gone for good (a new pod
+            # taking the name would have a new UID). The pod manager forgets it once the
+            # watch reports the deletion; until then no status of it is sent or read again.
             klog.v(3).info("Pod does not exist on the server", podUID=uid,
                            pod=f"{namespace}/{name}")
+            self._gone_from_api[status_uid] = self._now()
             return
         api_uid = pod_uid(pod)
         translated = self._pods.translate_pod_uid(api_uid) if self._pods is not None else api_uid
@@ -367,6 +390,12 @@ class StatusManager:
             await self._sink.delete_pod(namespace, name, api_uid)
             klog.v(3).info("Pod fully terminated and removed from etcd", pod=pod_ref(pod))
             self._delete_status(uid)
+
+    def _deleted_in_api(self, uid: str, cached: _VersionedStatus) -> bool:
+        """The watch reported the pod's deletion: the pod manager, fed by it, removed the
+        pod. Not for static pods, which live in files and write to a mirror pod."""
+        return (self._pods is not None and not is_static_pod(cached.pod)
+                and self._pods.get_pod_by_uid(uid) is None)
 
     def _delay_terminal(self, uid: str, api_pod: V1Pod, cached: _VersionedStatus) -> bool:
         """A terminal phase waits until no container of the pod can still be running."""

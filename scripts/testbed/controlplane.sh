@@ -41,13 +41,18 @@
 #   on 127.0.0.1. It also gets --enable-aggregator-routing=true: aggregated API
 #   servers, admission webhooks and CRD conversion webhooks are then called at
 #   their Service's endpoint (pod) IP, which this host routes to the test hosts,
-#   instead of the ClusterIP, which only kube-proxy on this host would translate).
+#   instead of the ClusterIP, which only kube-proxy on this host would translate),
+#   PYKUBELET_CONTROLPLANE_AUDIT (1: kube-apiserver writes an audit log of every
+#   request made by a user of group system:nodes, the kubelets, at level Metadata,
+#   one JSON line each once its response completed, to DIR/logs/audit.log with the
+#   policy in DIR/audit-policy.yaml; bench/audit.py counts it. Default off.)
 set -euo pipefail
 
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 READY_TIMEOUT=${PYKUBELET_CONTROLPLANE_READY_TIMEOUT:-120}
 SIGNING_DURATION=${PYKUBELET_CONTROLPLANE_SIGNING_DURATION:-}
 ADVERTISE_ADDRESS=${PYKUBELET_CONTROLPLANE_ADVERTISE_ADDRESS:-}
+AUDIT=${PYKUBELET_CONTROLPLANE_AUDIT:-}
 STOP_TIMEOUT=15
 SERVICE_CLUSTER_IP_RANGE=10.96.0.0/16
 SERVICE_CLUSTER_IP=10.96.0.1  # the first address: the kubernetes Service
@@ -289,6 +294,30 @@ print(" ".join(str(s.getsockname()[1]) for s in sockets))
 PY
 }
 
+audit_args() {
+    # The kube-apiserver flags of PYKUBELET_CONTROLPLANE_AUDIT=1 (none otherwise), after
+    # writing the policy: the nodes' requests only, at Metadata (who, verb, object,
+    # answer code; no bodies), one line per request at ResponseComplete (a watch's
+    # line comes when it ends). Blocking mode: a request's line is written before
+    # its answer goes out, so a reader who saw the answer finds the line.
+    case "$AUDIT" in
+        "" | 0) return 0 ;;
+        1) ;;
+        *) die "PYKUBELET_CONTROLPLANE_AUDIT=$AUDIT: expected 1 or 0" ;;
+    esac
+    cat >"$dir/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Metadata
+  userGroups: ["system:nodes"]
+- level: None
+EOF
+    echo "--audit-policy-file=$dir/audit-policy.yaml" "--audit-log-path=$dir/logs/audit.log" \
+        --audit-log-format=json --audit-log-mode=blocking
+}
+
 # --- commands ----------------------------------------------------------------
 
 load_env() {
@@ -357,7 +386,10 @@ cmd_start() {
         aggregator_routing=true
     fi
     APISERVER_URL="https://$apiserver_address:$apiserver_port"
-    local pki="$dir/pki" etcd_url="https://127.0.0.1:$etcd_port"
+    local pki="$dir/pki" etcd_url="https://127.0.0.1:$etcd_port" audit_flags audit=()
+    # Apart from the read: a die in audit_args must stop the start (set -e).
+    audit_flags="$(audit_args)"
+    read -r -a audit <<<"$audit_flags"
 
     new_ca "$pki/ca" pykubelet-testbed-ca
     # The aggregation layer's own CA, as kubeadm keeps it apart: the API
@@ -425,6 +457,7 @@ cmd_start() {
         --endpoint-reconciler-type="$reconciler" \
         --enable-aggregator-routing="$aggregator_routing" \
         --feature-gates=BoundServiceAccountTokenVolume=true \
+        ${audit[@]+"${audit[@]}"} \
         --profiling=false --v=1
     wait_ready kube-apiserver "$APISERVER_URL/readyz" ok --cacert "$pki/ca.crt"
 
@@ -475,6 +508,9 @@ SERVICE_ACCOUNT_ISSUER=$SERVICE_ACCOUNT_ISSUER
 EOF
     if [[ -n "$ADVERTISE_ADDRESS" ]]; then
         echo "APISERVER_ADVERTISE_ADDRESS=$ADVERTISE_ADDRESS" >>"$dir/env.partial"
+    fi
+    if [[ ${#audit[@]} -gt 0 ]]; then
+        echo "AUDIT_LOG=$dir/logs/audit.log" >>"$dir/env.partial"
     fi
     mv "$dir/env.partial" "$dir/env"
     trap - EXIT

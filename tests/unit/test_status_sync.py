@@ -9,10 +9,10 @@ the integration tests.
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubernetes_asyncio.client import V1Pod, V1PodStatus
+from kubernetes_asyncio.client import V1Pod, V1PodCondition, V1PodStatus
 
 from pykubelet.api import pod_from_dict, to_dict
 from pykubelet.api.kubetypes import (
@@ -22,7 +22,7 @@ from pykubelet.api.kubetypes import (
 )
 from pykubelet.container import ContainerState
 from pykubelet.kubelet.pod_manager import PodManager
-from pykubelet.status.manager import StatusManager
+from pykubelet.status.manager import GONE_MEMORY, StatusManager
 from pykubelet.status.patch import POD_STATUS_MERGE_KEYS, pod_status_patch, prune, status_wire
 from tests.unit.test_status_generate import UID, generate, instance, make_pod, runtime
 
@@ -104,7 +104,7 @@ def api_pod(**spec: Any) -> V1Pod:
     pod = make_pod(**spec)
     pod.metadata.annotations = {CONFIG_SOURCE_ANNOTATION_KEY: "api"}
     pod.status = V1PodStatus(phase="Pending", conditions=[
-        {"type": "PodScheduled", "status": "True"}])
+        V1PodCondition(type="PodScheduled", status="True")])
     return pod_from_dict(to_dict(pod))
 
 
@@ -231,6 +231,89 @@ async def test_a_recreated_pod_is_not_patched_with_its_predecessors_status() -> 
     assert api.patches == 0
     assert api.pod().status.phase == "Pending"
     assert manager.get_pod_status(UID) is None
+
+
+async def test_a_pod_gone_from_the_api_is_not_read_again_for_each_later_change() -> None:
+    """A pod deleted at once (grace period 0) leaves the API before its containers stop; the
+    statuses its termination still records have nowhere to go, and one GET finds that out.
+    Before, every later wake of the status loop (any pod's change) and every periodic sync
+    read it again until the pod's status was forgotten: up to 20 GETs per pod in a churn."""
+    pod, api, pods, manager = setup()
+    other = api_pod()
+    other.metadata.name, other.metadata.uid = "other", "other-uid"
+    api.store(other)
+    pods.add_pod(other)
+    manager.set_pod_status(pod, running(pod))
+    await manager.sync_batch(all_pods=False)
+    assert (api.gets, api.patches) == (1, 1)
+
+    del api.pods[("default", "web")]  # deleted with grace period 0
+    manager.set_pod_status(pod, generate(pod, runtime(
+        instance("app", ContainerState.EXITED, exit_code=137))))
+    await manager.sync_batch(all_pods=False)
+    assert api.gets == 2  # the one GET that finds it gone
+
+    manager.terminate_pod(pod)
+    manager.set_pod_status(other, running(other))
+    await manager.sync_batch(all_pods=False)
+    pods.update_pod(api.pod("other"))  # the watch delivers the other pod's new status
+    await manager.sync_batch(all_pods=True)
+    assert (api.gets, api.patches) == (3, 2)  # the other pod's GET and PATCH only
+    assert api.pod("other").status.phase == "Running"
+
+    # Housekeeping forgets the pod's status, then its worker, still stopping it, records
+    # one more: that is not read from the API either.
+    manager.remove_orphaned_statuses(["other-uid"])
+    manager.set_pod_status(pod, generate(pod, runtime(
+        instance("app", ContainerState.EXITED, exit_code=137))))
+    await manager.sync_batch(all_pods=False)
+    assert api.gets == 3
+
+    # A new pod that takes the name is a new object: its status is written.
+    newer = api_pod()
+    newer.metadata.uid = "newer-uid"
+    api.store(newer)
+    pods.add_pod(newer)
+    manager.set_pod_status(newer, running(newer))
+    await manager.sync_batch(all_pods=False)
+    assert api.pod().status.phase == "Running"
+
+
+async def test_a_pod_whose_deletion_the_watch_reported_is_not_read_at_all() -> None:
+    """The usual order under churn: the watch's deletion reaches the pod manager before the
+    status loop sends the statuses the pod's termination recorded; no GET can be of use."""
+    pod, api, pods, manager = setup()
+    manager.set_pod_status(pod, running(pod))
+    await manager.sync_batch(all_pods=False)
+    assert (api.gets, api.patches) == (1, 1)
+
+    del api.pods[("default", "web")]
+    pods.remove_pod(pod)  # the watch's DELETED event
+    manager.set_pod_status(pod, generate(pod, runtime(
+        instance("app", ContainerState.EXITED, exit_code=137))))
+    manager.terminate_pod(pod)
+    await manager.sync_batch(all_pods=False)
+    await manager.sync_batch(all_pods=True)
+    assert (api.gets, api.patches) == (1, 1)
+    # The status is still there for the kubelet's own readers until housekeeping forgets it.
+    status = manager.get_pod_status(UID)
+    assert status is not None and status.phase == "Failed"
+
+
+async def test_pods_found_gone_are_remembered_for_a_while_only() -> None:
+    pod, api, pods, _ = setup()
+    clock = [datetime(2026, 11, 29, 12, 0, tzinfo=UTC)]
+    manager = StatusManager(api, pods=pods, now=lambda: clock[0])
+    del api.pods[("default", "web")]
+    manager.set_pod_status(pod, running(pod))
+    await manager.sync_batch(all_pods=False)
+    await manager.sync_batch(all_pods=True)
+    assert api.gets == 1
+    clock[0] += GONE_MEMORY + timedelta(seconds=1)
+    # Its status was never forgotten here, so once the memory of it is dropped the
+    # periodic sync asks the API again (and forgets it again).
+    await manager.sync_batch(all_pods=True)
+    assert api.gets == 2
 
 
 def static_and_mirror() -> tuple[V1Pod, V1Pod]:
