@@ -1,7 +1,11 @@
 """Static pod identity and manifest decoding (upstream ``pkg/kubelet/config/common.go``).
 
-A static pod has no API server to give it a UID, so the kubelet derives one:
-a digest of the manifest's content, the node name and where it was read from.
+A static pod has no API server to give it a UID, so the kubelet derives one
+from the manifest's content: the one the Go kubelet 1.20 derives
+(``pykubelet.api.gospew_pod``), an md5 of the decoded pod alone, so that a node
+swapped between the two kubelets keeps its static pods running. Upstream meant
+to mix in the node name and the file or URL too, but its hasher is reset before
+the pod is written: the same manifest has the same UID on any node and path.
 The same manifest therefore keeps its UID across kubelet restarts (so running
 containers are adopted, not restarted), and any edit yields a new UID (so the
 old pod is torn down and the new one started). The pod's name is suffixed with
@@ -23,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from kubernetes_asyncio.client.models import (
@@ -35,6 +40,7 @@ from kubernetes_asyncio.client.models import (
 
 from pykubelet.api import to_dict, yamlsafe
 from pykubelet.api.defaults import apply_pod_defaults
+from pykubelet.api.gospew_pod import UnrenderablePod, go120_static_pod_uid
 from pykubelet.api.kubetypes import (
     CONFIG_FIRST_SEEN_ANNOTATION_KEY,
     CONFIG_HASH_ANNOTATION_KEY,
@@ -82,21 +88,24 @@ def generate_pod_name(name: str, node_name: str) -> str:
     return f"{name}-{node_name.lower()}"
 
 
-def static_pod_uid(pod: V1Pod, node_name: str, source: str, location: str) -> str:
-    """A digest of the pod as read plus where it came from: stable until the content changes.
+def static_pod_uid(manifest: Mapping[str, Any]) -> str:
+    """The UID the Go kubelet 1.20 gives the static pod ``manifest`` (the decoded document).
 
-    As upstream, the node name is mixed in for files only; a URL's pods are the same
-    pods whichever node fetches them.
+    1.20 hashes go-spew's rendering of the pod it decoded, and nothing else: not the node
+    name, not the file or URL (1.21 and later mix those in, and v1.35 hashes JSON instead
+    of spew: ``pykubelet.api.gospew_pod`` says more). When the pod holds a value
+    ``gospew_pod`` cannot render exactly (a timestamp, managed fields), the UID is still a
+    digest of the content alone, pykubelet's own: stable across restarts and nodes, new on
+    every edit, but not the Go kubelet's, so such a pod is restarted by a swap.
     """
-    canonical = json.dumps(to_dict(pod), sort_keys=True, separators=(",", ":"))
-    hasher = hashlib.md5(usedforsecurity=False)
-    hasher.update(canonical.encode())
-    # A file name that is not UTF-8 reaches Python with its bytes escaped: hash the bytes.
-    if source == FILE_SOURCE:
-        hasher.update(f"host:{node_name}".encode("utf-8", "surrogateescape"))
-        hasher.update(f"file:{location}".encode("utf-8", "surrogateescape"))
-    else:
-        hasher.update(f"url:{location}".encode("utf-8", "surrogateescape"))
+    try:
+        return go120_static_pod_uid(manifest)
+    except UnrenderablePod as err:
+        klog.v(4).info("Static pod UID not the Go kubelet's", reason=str(err))
+    canonical = json.dumps(manifest, sort_keys=True, separators=(",", ":"), default=str)
+    hasher = hashlib.md5(b"pykubelet-static-pod:", usedforsecurity=False)
+    # A string that is not UTF-8 reaches Python with its bytes escaped: hash the bytes.
+    hasher.update(canonical.encode("utf-8", "surrogateescape"))
     return hasher.hexdigest()
 
 
@@ -115,10 +124,14 @@ def _add_toleration(pod: V1Pod, wanted: V1Toleration) -> None:
 
 
 def apply_static_identity(pod: V1Pod, *, node_name: str, source: str, location: str,
-                          read_at_ns: int | None = None) -> V1Pod:
+                          read_at_ns: int | None = None,
+                          manifest: Mapping[str, Any] | None = None) -> V1Pod:
     """Give a decoded manifest the identity of a static pod on ``node_name``, in place.
 
-    ``source`` is ``file`` or ``http``; ``location`` is the file path or the URL.
+    ``source`` is ``file`` or ``http``; ``location`` is the file path or the URL;
+    ``manifest`` the document ``pod`` was decoded from, which the UID is derived from
+    (None: the pod's own JSON form, which may have lost an empty list or map the
+    document had, and with it the Go kubelet's UID).
     """
     if pod.metadata is None:
         pod.metadata = V1ObjectMeta()
@@ -126,7 +139,7 @@ def apply_static_identity(pod: V1Pod, *, node_name: str, source: str, location: 
         pod.spec = V1PodSpec(containers=[])
     meta = pod.metadata
     if not meta.uid:
-        meta.uid = static_pod_uid(pod, node_name, source, location)
+        meta.uid = static_pod_uid(manifest if manifest is not None else to_dict(pod))
         klog.v(5).info("Generated UID", pod=meta.name, podUID=meta.uid, source=location)
     meta.name = generate_pod_name(meta.name or "", node_name)
     if not meta.namespace:
@@ -160,7 +173,8 @@ def _decode_pod_object(obj: Any, *, node_name: str, source: str, location: str,
     pod, errors = decode_pod(obj)
     if pod is None:
         raise _field_errors(location, what, errors)
-    apply_static_identity(pod, node_name=node_name, source=source, location=location)
+    apply_static_identity(pod, node_name=node_name, source=source, location=location,
+                          manifest=obj)
     apply_pod_defaults(pod)
     errors = validate_pod(pod)
     if errors:

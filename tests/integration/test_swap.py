@@ -82,8 +82,6 @@ def test_no_container_is_restarted_either_way(phases: list[Phase]) -> None:
         assert adopted(phase, static=False)
 
 
-@pytest.mark.xfail(strict=True, reason="static pod UID: 1.20 hashes go-spew's dump of the "
-                   "internal core.Pod alone, pykubelet its JSON, node and path: another pod")
 def test_the_static_pod_is_kept_either_way(phases: list[Phase]) -> None:
     for phase in phases:
         kept = adopted(phase, static=True)
