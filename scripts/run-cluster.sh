@@ -108,8 +108,10 @@ run_test_hosts() {
         host_address=$(sed -n 's/^HOST_ADDRESS=//p' <<<"$facts")
         mkdir -p "$state/$name"
         echo "$facts" >"$state/$name/host.env"
+        # In the test host's mount namespace too: container logs where its kubelet reads them.
         bash scripts/testbed/containerd.sh start "$testbed-$((i + 1))" \
-            --netns "/run/netns/pykn-$name" --pod-subnet "$pod_cidr"
+            --netns "/run/netns/pykn-$name" --pod-subnet "$pod_cidr" \
+            --mountns "$(sed -n 's/^NODE_MOUNTNS_PATH=//p' <<<"$facts")"
         sed -e "s#^podLogsDir:.*#podLogsDir: $state/$name/logs#" "$config" >"$state/$name/kubelet.yaml"
         # Two kubelets must not share a cgroup tree; it must exist before the kubelet starts.
         echo "cgroupRoot: /pykubelet-$name" >>"$state/$name/kubelet.yaml"
@@ -129,8 +131,9 @@ for root in sys.argv[1:]:
         name=${names[$i]}
         kubeconfig=$(bash scripts/testbed/controlplane.sh node-credentials "$plane" "$name")
         # setsid: Ctrl-C reaches this script, which stops the kubelets in order.
-        # masked: see the header (the host's kernel tunables and device-plugin directory).
-        setsid nsenter --net="/run/netns/pykn-$name" "$PYK_PYTHON" -m testsupport.kubelet_process \
+        # masked: see the header (the host's kernel tunables and device-plugin directory);
+        # on the test host (its network and mount namespaces), its root directory shared there.
+        setsid bash scripts/testbed/nodehost.sh exec "$name" -- "$PYK_PYTHON" -m testsupport.kubelet_process \
             --base "$state/$name" --root-dir "$state/$name/root" -- "$PYK_PYTHON" -m pykubelet \
             --config "$state/$name/kubelet.yaml" \
             --kubeconfig "$kubeconfig" \

@@ -23,9 +23,7 @@
 #
 # Installs what it needs (scripts/setup.sh). Needs root: as another user it runs
 # itself again through sudo. Exit 0 when no container changed but the crash
-# loop's and every check passed (today the static pod is recreated each way, and
-# with --device-plugin the plugin does not register with pykubelet: see the
-# report's notes).
+# loop's and every check passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh

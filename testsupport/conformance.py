@@ -535,16 +535,15 @@ def nodes_on_test_hosts(kinds: Sequence[str], *, plane: ControlPlane,
     by the first testbed, into the images directory all share) imported and a
     kubelet of its kind, once every Node is Ready. Afterwards every kubelet stops before
     any testbed goes (removing a testbed's pods removes every test kubelet's cgroup tree),
-    the kubelets' logs are copied into ``out_dir`` and what the Go kubelets left goes."""
+    the kubelets' logs are copied into ``out_dir`` and what the Go kubelets left goes (their
+    cgroups; their pod logs are in their hosts' /var/log/pods, which go with the hosts)."""
     nodes: list[ClusterNode] = []
     images: list[Path] = []
     go_kubelets: list[GoKubeletProcess] = []
-    pod_logs_before = set(glob.glob(str(GO_POD_LOGS / "*")))
 
     def remove_leftovers() -> None:
         for kubelet in go_kubelets:
             kubelet.remove_leftovers()
-        remove_log_leftovers(pod_logs_before)
 
     with contextlib.ExitStack() as testbeds:
         # Last: once the pods are gone with the testbeds.

@@ -33,7 +33,7 @@ import yaml
 
 from pykubelet.volumemanager.mount import is_mount_point
 from testsupport.kubelet_process import KubeletProcess
-from testsupport.nodehost import NodeHost
+from testsupport.nodehost import NodeHost, launch_on_host
 
 HEALTHZ_TIMEOUT_SECONDS = 60.0
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -138,10 +138,13 @@ def remove_cgroup_tree(path: Path) -> None:
 class NodeGoKubelet(GoKubeletProcess):
     """The Go kubelet on test host ``host`` (``nodehost.py``), as ``NodeKubelet`` runs pykubelet.
 
-    Under ``nsenter --net`` into the host's namespace and nothing else (its
-    mount namespace is ``KubeletProcess``'s: the kernel tunables masked, its
-    root directory shared with containerd), ``--node-ip`` the node IP, its own
-    root directory and cgroup root as beside pykubelet. The iptables it sees
+    In the host's network and mount namespaces (``nodehost.launch_on_host``),
+    then a mount namespace of its own as ``KubeletProcess``'s (the kernel
+    tunables masked, its root directory shared with containerd in the host's):
+    the fixed /var/log/pods and /var/log/containers it writes and
+    garbage-collects are its host's, never another Go kubelet's or the
+    machine's. ``--node-ip`` the node IP, its own root directory and cgroup
+    root as beside pykubelet. The iptables it sees
     are the node's own; ``makeIPTablesUtilChains`` stays off as for every test
     kubelet (kube-proxy makes its chains itself). It listens on every address of
     the node's namespace: the API server and this process reach it at the node IP.
@@ -158,8 +161,17 @@ class NodeGoKubelet(GoKubeletProcess):
         return {**super().serving_config(), "address": "0.0.0.0",
                 "healthzBindAddress": "0.0.0.0"}
 
-    def command(self) -> list[str]:
-        return self.host.nsenter(super().command())
+    def extra_mounts(self) -> list[str]:
+        # /var/lib/kubelet is the host's own already (nodehost.sh): nothing to cover. (A
+        # second mount stacked on it would also give the device-plugin lines of
+        # masked_command two mount points for one findmnt --target.)
+        return []
+
+    def launch(self) -> None:
+        launch_on_host(self, self.host)
+
+    def share_root_dir(self) -> None:
+        self.host.share_dir(self.root)
 
     def healthz(self) -> str | None:
         try:

@@ -1,12 +1,17 @@
-"""Test hosts: several nodes on one machine, each in a network namespace of its own.
+"""Test hosts: several nodes on one machine, each in a network and a mount namespace of its own.
 
-``scripts/testbed/nodehost.sh`` does the network (a namespace per node with
+``scripts/testbed/nodehost.sh`` makes them (a network namespace per node with
 its node IP on a cluster switch, its pod CIDR routed through it, the host one
-more port of the switch); this module drives it and runs on each host what a
-node runs: a containerd testbed (``NodeTestbed``: ``containerd.sh start
---netns --pod-subnet``) and a pykubelet (``NodeKubelet``), both under
-``nsenter --net`` and nothing else, so they keep the host's mount namespace
-(the kubelet's volume mounts must be seen by containerd and runc).
+more port of the switch; a mount namespace per node where the fixed paths
+kubelets insist on, /var/log/pods, /var/log/containers, /var/lib/kubelet,
+/var/lib/etcd, /etc, are the node's own); this module drives it and runs on
+each host what a node runs: a containerd testbed (``NodeTestbed``:
+``containerd.sh start --netns --pod-subnet --mountns``) and a pykubelet
+(``NodeKubelet``), both in the node's two namespaces. The kubelet then gets
+its masked mount namespace (``kubelet_process.masked_command``) on top of the
+node's, its root directory a shared mount made in the node's namespace
+(``launch_on_host``), so that its volume mounts reach containerd there. Those
+mounts are never seen from the machine's namespace and go with the node's.
 
 A node's kubelet listens on every address of its namespace, on the ports a
 test kubelet always gets; the test process reaches them at the node IP. Its
@@ -33,7 +38,12 @@ from typing import Any
 
 from testsupport.cluster import ClusterKubelet, unique
 from testsupport.controlplane import ControlPlane, running_control_plane
-from testsupport.kubelet_process import remove_everything
+from testsupport.kubelet_process import (
+    KubeletProcess,
+    masked_command,
+    remove_everything,
+    write_kernel_tunables,
+)
 from testsupport.testbed import (
     DEFAULT_IMAGES_DIR,
     SCRIPTS_DIR,
@@ -130,6 +140,20 @@ class NodeHost:
         return self._fact("NODE_NETNS_PATH")
 
     @property
+    def mountns_path(self) -> str:
+        """The node's mount namespace file, as ``nsenter --mount=`` takes it."""
+        path = self._fact("NODE_MOUNTNS_PATH")
+        if not path:
+            raise NodeHostError(f"test host {self.name} has no mount namespace")
+        return path
+
+    @property
+    def dir(self) -> Path:
+        """The node's directory: what its mount namespace binds and overlays
+        (``bind_var_log_pods``, ``upper_etc``, ...)."""
+        return Path(self._fact("NODE_DIR"))
+
+    @property
     def node_ip(self) -> str:
         return self._fact("NODE_IP")
 
@@ -145,6 +169,22 @@ class NodeHost:
     def nsenter(self, argv: list[str]) -> list[str]:
         """``argv`` run in this host's network namespace (mounts stay the machine's)."""
         return ["nsenter", f"--net={self.netns_path}", *argv]
+
+    def enter(self, argv: list[str]) -> list[str]:
+        """``argv`` run in this host's mount and network namespaces: as on the node."""
+        # Entering a mount namespace moves to its root: the working directory kept.
+        return ["nsenter", f"--mount={self.mountns_path}", f"--net={self.netns_path}",
+                f"--wd={os.getcwd()}", *argv]
+
+    def share_dir(self, path: Path) -> None:
+        """Make ``path`` a shared mount of its own in the host's mount namespace (once): a
+        kubelet's root directory, through which the volumes it mounts in its masked
+        namespace reach containerd in the host's."""
+        path.mkdir(parents=True, exist_ok=True)
+        script = ('mountpoint -q "$1" || { mount --bind "$1" "$1" && mount --make-private "$1"; }'
+                  '\nmount --make-shared "$1"')
+        subprocess.run(["nsenter", f"--mount={self.mountns_path}", "sh", "-ec", script, "sh",
+                        str(path)], check=True, capture_output=True, timeout=30)
 
     def run(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         """Run a command on this host (its network namespace); never raises on its status."""
@@ -166,10 +206,24 @@ class NodeTestbed(Testbed):
         # containerd.sh keeps the options in DIR/network: a later start (start_daemon
         # after stop_daemon) and stop find them there.
         self._containerd("start", "--netns", self.host.netns_path,
-                         "--pod-subnet", self.host.pod_cidr)
+                         "--pod-subnet", self.host.pod_cidr,
+                         "--mountns", self.host.mountns_path)
 
     def start_daemon(self) -> None:
         self.start()
+
+
+def launch_on_host(kubelet: KubeletProcess, host: NodeHost) -> None:
+    """``KubeletProcess.launch`` on ``host``: the kubelet masked as every test kubelet is,
+    but in a mount namespace made from the host's (and in its network), its root directory
+    shared there. Not waiting for it to serve."""
+    host.share_dir(kubelet.root)
+    write_kernel_tunables(kubelet.kernel_tunables_dir, kubelet.starting_kernel_tunables)
+    command = host.enter(masked_command(kubelet.command(), tunables=kubelet.kernel_tunables_dir,
+                                        extra_mounts=kubelet.extra_mounts(),
+                                        device_plugin_dir=kubelet.device_plugin_dir))
+    with open(kubelet.log_file, "ab") as log:
+        kubelet.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
 class NodeKubelet(ClusterKubelet):
@@ -203,10 +257,11 @@ class NodeKubelet(ClusterKubelet):
             "authorization": {"mode": "AlwaysAllow"},
         }
 
-    def command(self) -> list[str]:
-        # Inside the mount namespace KubeletProcess makes (masked kernel tunables): only
-        # the network namespace changes, so its root directory's mounts still reach the host.
-        return self.host.nsenter(super().command())
+    def launch(self) -> None:
+        launch_on_host(self, self.host)
+
+    def share_root_dir(self) -> None:
+        self.host.share_dir(self.root)
 
     def _get(self, port: int, path: str, timeout: float) -> str:
         with urllib.request.urlopen(f"http://{self.host.node_ip}:{port}{path}",

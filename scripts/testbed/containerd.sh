@@ -14,13 +14,19 @@
 # A testbed of a test host (nodehost.sh) runs in the node's network namespace
 # with a pod network of its own: start's --netns PATH runs the daemon (and so
 # its shims, CNI plugins and hostNetwork pods) under "nsenter --net=PATH",
-# keeping the host's mount namespace, where the kubelet's volume mounts are;
+# keeping the caller's mount namespace (where the kubelet's volume mounts are),
+# unless --mountns says otherwise (below);
 # --pod-subnet CIDR gives its pods that subnet (bridge pykcni0 in that
 # namespace, the gateway the subnet's first address) with the leases under
-# DIR/cni/ipam. Both are kept in DIR/network for later commands.
+# DIR/cni/ipam. --mountns FILE (the node's NODE_MOUNTNS_PATH) runs the daemon, and
+# this script's every later command, in that mount namespace too, so that the
+# container log paths the kubelet gives (the Go kubelet's fixed /var/log/pods)
+# are those of the node's kubelet, which runs there, and the mounts the daemon
+# makes (snapshots, pod network namespaces) stay in there. All three are kept in
+# DIR/network for later commands.
 #
 # Usage:
-#   containerd.sh start [DIR] [--netns PATH] [--pod-subnet CIDR]
+#   containerd.sh start [DIR] [--netns PATH] [--pod-subnet CIDR] [--mountns FILE]
 #                                    start (or reuse) the daemon, import the test images,
 #                                    write DIR/env; on an existing root it re-attaches
 #                                    to running shims
@@ -43,6 +49,8 @@ CNI_NETWORK=pykubelet
 CNI_LEASE_DIR=/var/lib/cni/networks/$CNI_NETWORK
 # The network namespace the daemon runs in (a path; empty: the caller's), see above.
 netns=""
+# The mount namespace (a namespace file; empty: the caller's) the script and daemon run in.
+mountns=""
 READY_TIMEOUT=${PYKUBELET_TESTBED_READY_TIMEOUT:-60}
 STOP_TIMEOUT=20
 
@@ -387,25 +395,29 @@ cmd_stop() {
     remove_bridge_if_unused
 }
 
-# Usage: network_options [--netns PATH] [--pod-subnet CIDR] (start's options): set netns,
-# CNI_SUBNET and CNI_LEASE_DIR from them, or from DIR/network when none are given, and
-# record them there. Without either, and no DIR/network, the defaults stay.
+# Usage: network_options [--netns PATH] [--pod-subnet CIDR] [--mountns FILE] (start's
+# options): set netns, mountns, CNI_SUBNET and CNI_LEASE_DIR from them, or from
+# DIR/network when none are given, and record them there. Without any, and no
+# DIR/network, the defaults stay.
 network_options() {
-    local given_netns="" given_subnet="" record=0
+    local given_netns="" given_subnet="" given_mountns="" record=0
     [[ $# -eq 0 ]] || record=1
     while [[ $# -gt 0 ]]; do
         case "$1" in
             --netns) [[ $# -ge 2 ]] || die "--netns needs a path"; given_netns="$2"; shift 2 ;;
             --pod-subnet) [[ $# -ge 2 ]] || die "--pod-subnet needs a CIDR"; given_subnet="$2"; shift 2 ;;
+            --mountns) [[ $# -ge 2 ]] || die "--mountns needs a file"; given_mountns="$2"; shift 2 ;;
             *) die "unknown option $1" ;;
         esac
     done
-    if [[ -z "$given_netns$given_subnet" && -s "$dir/network" ]]; then
+    if [[ -z "$given_netns$given_subnet$given_mountns" && -s "$dir/network" ]]; then
         given_netns="$(sed -n 's/^NETNS=//p' "$dir/network")"
         given_subnet="$(sed -n 's/^POD_SUBNET=//p' "$dir/network")"
+        given_mountns="$(sed -n 's/^MOUNTNS=//p' "$dir/network")"
     fi
-    [[ -n "$given_netns$given_subnet" ]] || return 0
+    [[ -n "$given_netns$given_subnet$given_mountns" ]] || return 0
     netns="$given_netns"
+    mountns="$given_mountns"
     if [[ -n "$given_subnet" ]]; then
         [[ "$given_subnet" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+/[0-9]+$ ]] \
             || die "--pod-subnet $given_subnet is not an IPv4 CIDR"
@@ -414,8 +426,24 @@ network_options() {
     fi
     if [[ "$record" == 1 ]]; then
         mkdir -p "$dir"
-        printf 'NETNS=%s\nPOD_SUBNET=%s\n' "$netns" "$given_subnet" >"$dir/network"
+        printf 'NETNS=%s\nPOD_SUBNET=%s\nMOUNTNS=%s\n' "$netns" "$given_subnet" "$mountns" \
+            >"$dir/network"
     fi
+}
+
+# Usage: enter_mountns ARGS...: run this script again with ARGS (the ones it was given)
+# in the mount namespace of --mountns, unless it runs there already. Seen from inside,
+# the namespace file is the plain file it is bound over; once the node is gone, no
+# namespace file is left either: then the script goes on where it is (nothing of the
+# namespace's mounts is left to undo), but start refuses.
+enter_mountns() {
+    [[ -n "$mountns" && -z "${PYKUBELET_CONTAINERD_MOUNTNS:-}" ]] || return 0
+    if [[ "$(stat -f -c %T "$mountns" 2>/dev/null || true)" == nsfs ]]; then
+        # Entering a mount namespace moves to its root: the working directory kept.
+        PYKUBELET_CONTAINERD_MOUNTNS="$mountns" exec nsenter --mount="$mountns" --wd="$PWD" -- \
+            bash "$here/$(basename "${BASH_SOURCE[0]}")" "$@"
+    fi
+    [[ "${1:-}" != start ]] || die "no mount namespace $mountns"
 }
 
 cmd_status() {
@@ -427,12 +455,14 @@ cmd_status() {
 main() {
     [[ $EUID -eq 0 ]] || { echo "containerd.sh: must run as root" >&2; exit 1; }
     local command="${1:-}"
+    local args=("$@")
     dir="$(absolute_dir "${2:-$DEFAULT_DIR}")"
     refuse_system_dir "$dir"
     case "$command" in
-        start) shift "$(($# < 2 ? $# : 2))"; network_options "$@"; cmd_start ;;
-        stop-daemon) network_options; cmd_stop_daemon ;;
-        stop) network_options; cmd_stop ;;
+        start) shift "$(($# < 2 ? $# : 2))"; network_options "$@"; enter_mountns "${args[@]}"
+               cmd_start ;;
+        stop-daemon) network_options; enter_mountns "${args[@]}"; cmd_stop_daemon ;;
+        stop) network_options; enter_mountns "${args[@]}"; cmd_stop ;;
         status) network_options; cmd_status ;;
         import) shift 2; cmd_import "$@" ;;
         *)

@@ -3,18 +3,20 @@
 # with pykubelet as the kubelet, the machine's own paths never written.
 #
 # What it makes, all removed by `down`:
-#   - test host pykn-NAME (nodehost.sh, node IP 10.89.0.(10+INDEX));
-#   - a mount namespace of its own, held by one `sleep` process, where
-#       /etc and /usr/libexec are overlays whose writes go to BASE/upper-*
-#         (/etc/kubernetes does not exist on the machine, and the controller
-#         manager's DirectoryOrCreate volume /usr/libexec/kubernetes/... would
-#         be made there),
-#       /var/lib/kubelet, /var/lib/etcd, /var/log/pods, /var/log/containers
-#         are bind mounts of directories of BASE,
-#       the kernel tunables the kubelet sets (vm/overcommit_memory, ...) are
-#         files of BASE bound over /proc/sys/<key>;
-#     containerd (containerd.sh, in the test host's network namespace), every
-#     container it runs, pykubelet and kubeadm all run in there;
+#   - test host NAME (nodehost.sh, node IP 10.89.0.(10+INDEX)): its network
+#     namespace pykn-NAME and its mount namespace, where /etc and /usr/libexec
+#     are overlays whose writes go to the node's directory (/etc/kubernetes
+#     does not exist on the machine, and the controller manager's
+#     DirectoryOrCreate volume /usr/libexec/kubernetes/... would be made there)
+#     and /var/lib/kubelet, /var/lib/etcd, /var/log/pods, /var/log/containers
+#     are directories of the node's; containerd (containerd.sh --mountns), every
+#     container it runs, pykubelet and kubeadm all run in there
+#     (`nodehost.sh exec`);
+#   - pykubelet masked as every test kubelet is (python -m
+#     testsupport.kubelet_process: the kernel tunables it sets are files of
+#     BASE/kubelet bound over /proc/sys/<key>, its device-plugin directory one
+#     of BASE/kubelet) in a mount namespace of its own on top of the node's,
+#     /var/lib/kubelet shared with the node's so its volumes reach containerd;
 #   - the cgroup root /kadm-NAME in every hierarchy (the kubelet's cgroupRoot,
 #     so its QoS and pod cgroups never meet another kubelet's).
 # The images kubeadm names come from build-images.sh --kubeadm and are
@@ -53,11 +55,6 @@ BASE="${KADM_BASE:-/tmp/kadm-try}"
 INIT_TIMEOUT="${KADM_INIT_TIMEOUT:-420}"
 CGROUP_ROOT="/kadm-$NAME"
 IMAGES_DIR="${PYKUBELET_IMAGES_DIR:-/tmp/pykubelet-images}"
-OVERLAID=(/etc /usr/libexec)
-BOUND=(/var/lib/kubelet /var/lib/etcd /var/log/pods /var/log/containers)
-# KERNEL_TUNABLES (pykubelet/cm/kernel_tunables.py): key and the value to start with.
-TUNABLES=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
-          kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000)
 RESTART_SECONDS=10
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,14 +65,12 @@ ctd_dir="$BASE/ctd"
 log() { echo "kubeadm-try.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-holder_pid() { cat "$BASE/holder.pid" 2>/dev/null || true; }
 alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
-# Usage: inside CMD...: CMD in the private mount namespace and the test host's network.
-inside() {
-    local pid
-    pid="$(holder_pid)"
-    alive "$pid" || die "the namespace holder is not running"
-    nsenter --mount="/proc/$pid/ns/mnt" --net="$netns" -- "$@"
+# Usage: inside CMD...: CMD on the test host (its mount and network namespaces).
+inside() { "$here/nodehost.sh" exec "$NAME" -- "$@"; }
+# The test host's fact KEY (nodehost.sh env); empty when there is no such host.
+node_fact() {
+    "$here/nodehost.sh" env "$NAME" 2>/dev/null | sed -n "s/^$1=//p" || true
 }
 
 cgroup_hierarchies() {
@@ -84,43 +79,6 @@ cgroup_hierarchies() {
         [[ -d "$h" && ! -L "${h%/}" ]] && echo "${h%/}"
     done
     return 0
-}
-
-start_holder() {
-    local lines=("set -e") dir key
-    mkdir -p "$BASE"
-    for dir in "${OVERLAID[@]}"; do
-        key="${dir//\//_}"
-        mkdir -p "$BASE/upper$key" "$BASE/work$key"
-        lines+=("mount -t overlay overlay -o lowerdir=$dir,upperdir=$BASE/upper$key,workdir=$BASE/work$key $dir")
-    done
-    for dir in "${BOUND[@]}"; do
-        key="${dir//\//_}"
-        mkdir -p "$BASE/bind$key"
-        [[ -d "$dir" ]] || die "$dir is missing on this machine: nothing to bind over"
-        lines+=("mount --bind $BASE/bind$key $dir")
-    done
-    local tunable
-    mkdir -p "$BASE/sysctl"
-    for tunable in "${TUNABLES[@]}"; do
-        key="${tunable%%=*}"
-        mkdir -p "$BASE/sysctl/$(dirname "$key")"
-        [[ -f "$BASE/sysctl/$key" ]] || echo "${tunable#*=}" >"$BASE/sysctl/$key"
-        lines+=("mount --bind $BASE/sysctl/$key /proc/sys/$key")
-    done
-    lines+=("touch $BASE/holder.ready" "exec sleep infinity")
-    rm -f "$BASE/holder.ready"
-    # Not a process-group leader (no job control here): setsid does not fork,
-    # so $! is the holder itself.
-    setsid unshare --mount --propagation private sh -c "$(printf '%s\n' "${lines[@]}")" \
-        >"$BASE/holder.log" 2>&1 </dev/null &
-    echo $! >"$BASE/holder.pid"
-    local waited=0
-    until [[ -f "$BASE/holder.ready" ]]; do
-        alive "$(holder_pid)" || die "the namespace holder failed: $(cat "$BASE/holder.log")"
-        (( waited++ < 50 )) || die "the namespace holder is not ready after 5 s"
-        sleep 0.1
-    done
 }
 
 write_kubeadm_config() {
@@ -170,11 +128,20 @@ default_extra_args() {
 start_kubelet_unit() {
     local pykubelet="$repo/.venv/bin/pykubelet"
     [[ -x "$pykubelet" ]] || die "no $pykubelet (bash scripts/setup.sh)"
+    # A mount point of its own under the kubelet's root directory: masked, the device-plugin
+    # directory is made private where it is mounted, and that must not be the root
+    # directory, whose mounts (the pods' volumes) are shared with the node's namespace.
+    inside sh -ec 'mkdir -p /var/lib/kubelet/device-plugins
+        mountpoint -q /var/lib/kubelet/device-plugins \
+            || mount --bind /var/lib/kubelet/device-plugins /var/lib/kubelet/device-plugins'
+    mkdir -p "$BASE/kubelet"
     cat >"$BASE/kubelet-unit.sh" <<EOF
 #!/bin/sh
 # kubeadm's 10-kubeadm.conf, as a loop (kubeadm-try.sh).
 # Started by setsid: its pid is its process group's, which \`down\` ends.
 echo \$\$ >$BASE/kubelet-unit.pid
+# testsupport.kubelet_process is found from the repository.
+cd $repo
 KUBELET_KUBECONFIG_ARGS="--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
 KUBELET_CONFIG_ARGS="--config=/var/lib/kubelet/config.yaml"
 while :; do
@@ -184,8 +151,9 @@ while :; do
         . /var/lib/kubelet/kubeadm-flags.env
         if [ -f /etc/default/kubelet ]; then . /etc/default/kubelet; fi
         echo "=== \$(date +%T) starting pykubelet \$KUBELET_KUBECONFIG_ARGS \$KUBELET_CONFIG_ARGS \$KUBELET_KUBEADM_ARGS \$KUBELET_EXTRA_ARGS"
-        $pykubelet \$KUBELET_KUBECONFIG_ARGS \$KUBELET_CONFIG_ARGS \$KUBELET_KUBEADM_ARGS \\
-            \$KUBELET_EXTRA_ARGS &
+        $repo/.venv/bin/python -m testsupport.kubelet_process --base $BASE/kubelet \\
+            --root-dir /var/lib/kubelet -- $pykubelet \$KUBELET_KUBECONFIG_ARGS \\
+            \$KUBELET_CONFIG_ARGS \$KUBELET_KUBEADM_ARGS \$KUBELET_EXTRA_ARGS &
         echo \$! >$BASE/kubelet.pid
         wait \$! && status=0 || status=\$?
         echo "=== \$(date +%T) pykubelet exited with status \$status"
@@ -199,27 +167,29 @@ EOF
 
 cmd_up() {
     [[ $EUID -eq 0 ]] || die "must run as root"
-    [[ ! -e "$BASE/holder.pid" ]] || die "$BASE exists: run '$0 down' first"
+    [[ ! -e "$BASE/kubeadm.yaml" ]] || die "$BASE exists: run '$0 down' first"
     local bin_dir kubeadm
     bin_dir="$("$here/controlplane-build.sh" --check)" \
         || die "no complete control-plane cache: run $here/controlplane-build.sh"
     kubeadm="$bin_dir/kubeadm"
     kubernetes_version="$("$kubeadm" version -o short)"
     "$here/build-images.sh" "$IMAGES_DIR" --kubeadm "$bin_dir" >&2
-    local facts node_ip pod_cidr
+    local facts node_ip pod_cidr mountns
     facts="$("$here/nodehost.sh" create "$NAME" "$INDEX")"
     node_ip="$(sed -n 's/^NODE_IP=//p' <<<"$facts")"
     pod_cidr="$(sed -n 's/^POD_CIDR=//p' <<<"$facts")"
-    log "test host pykn-$NAME: node IP $node_ip, pod CIDR $pod_cidr"
-    start_holder
+    mountns="$(sed -n 's/^NODE_MOUNTNS_PATH=//p' <<<"$facts")"
+    log "test host $NAME: node IP $node_ip, pod CIDR $pod_cidr, mount namespace $mountns"
+    mkdir -p "$BASE"
     local h
     while read -r h; do
         mkdir -p "$h$CGROUP_ROOT"
     done < <(cgroup_hierarchies)
     # PATH first the venv's: containerd.sh runs python3 for its CRI helper.
-    inside env PATH="$repo/.venv/bin:$PATH" PYKUBELET_IMAGES_DIR="$IMAGES_DIR" \
-        "$here/containerd.sh" start "$ctd_dir" --netns "$netns" --pod-subnet "$pod_cidr" >&2
-    inside env PATH="$repo/.venv/bin:$PATH" \
+    PATH="$repo/.venv/bin:$PATH" PYKUBELET_IMAGES_DIR="$IMAGES_DIR" \
+        "$here/containerd.sh" start "$ctd_dir" --netns "$netns" --pod-subnet "$pod_cidr" \
+        --mountns "$mountns" >&2
+    PATH="$repo/.venv/bin:$PATH" \
         "$here/containerd.sh" import "$ctd_dir" "$IMAGES_DIR"/kubeadm/*.tar >&2
     write_kubeadm_config "$node_ip" "$ctd_dir/containerd.sock"
     # The operator's own flags, where the drop-in reads them (its
@@ -248,10 +218,13 @@ cmd_up() {
 
 # Usage: show_cluster BIN_DIR: nodes and pods as the cluster's admin sees them,
 # with the kubectl of the build and kubeadm's admin.conf (read from the /etc
-# overlay's upper directory: the API server is reachable from the machine).
+# overlay's upper directory, in the node's directory: the API server is reachable
+# from the machine).
 show_cluster() {
-    local kubectl="$1/kubectl" admin="$BASE/upper_etc/kubernetes/admin.conf"
-    [[ -f "$admin" ]] || return 0
+    local kubectl="$1/kubectl" admin node_dir
+    node_dir="$(node_fact NODE_DIR)"
+    admin="$node_dir/upper_etc/kubernetes/admin.conf"
+    [[ -n "$node_dir" && -f "$admin" ]] || return 0
     # Give the add-on's kube-proxy pod a moment to start.
     local waited=0 phases
     while :; do
@@ -265,7 +238,7 @@ show_cluster() {
 }
 
 cmd_status() {
-    log "holder: $(alive "$(holder_pid)" && echo "pid $(holder_pid)" || echo none)"
+    log "test host: $(node_fact NODE_MOUNTNS_PATH || true)"
     local bin_dir
     bin_dir="$("$here/controlplane-build.sh" --check 2>/dev/null || true)"
     [[ -z "$bin_dir" ]] || show_cluster "$bin_dir"
@@ -273,8 +246,8 @@ cmd_status() {
         log "kubelet log (tail):"
         tail -n 20 "$BASE/kubelet.log" >&2
     fi
-    if alive "$(holder_pid)" && [[ -S "$ctd_dir/containerd.sock" ]]; then
-        inside "$repo/.venv/bin/python" "$here/cri_tool.py" ps "$ctd_dir/containerd.sock" >&2 || true
+    if [[ -S "$ctd_dir/containerd.sock" ]]; then
+        "$repo/.venv/bin/python" "$here/cri_tool.py" ps "$ctd_dir/containerd.sock" >&2 || true
     fi
 }
 
@@ -295,12 +268,10 @@ cmd_down() {
     alive "$unit" && kill -- "-$unit" 2>/dev/null || true
     stop_pid "$BASE/kubelet-unit.pid"
     stop_pid "$BASE/kubelet.pid"
-    if alive "$(holder_pid)"; then
-        if [[ -d "$ctd_dir" ]]; then
-            inside env PATH="$repo/.venv/bin:$PATH" "$here/containerd.sh" stop "$ctd_dir" >&2 \
-                || log "containerd.sh stop failed; going on"
-        fi
-        stop_pid "$BASE/holder.pid"
+    # In the node's mount namespace (containerd.sh enters it again, from DIR/network).
+    if [[ -d "$ctd_dir" ]]; then
+        PATH="$repo/.venv/bin:$PATH" "$here/containerd.sh" stop "$ctd_dir" >&2 \
+            || log "containerd.sh stop failed; going on"
     fi
     local h
     while read -r h; do

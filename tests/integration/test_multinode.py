@@ -307,3 +307,45 @@ def test_the_machine_keeps_its_own_conntrack_settings_and_iptables(cluster: TwoN
     # Each node's kube-proxy programs its own namespace.
     for proxy in cluster.addons.proxies:
         assert ":KUBE-SERVICES" in proxy.nat_rules(), proxy.node_name
+
+
+
+def test_a_pods_volumes_reach_its_containers_and_its_logs_are_its_nodes(
+        cluster: TwoNodes) -> None:
+    # The kubelet mounts them in its own mount namespace, containerd runs in the node's:
+    # a secret's tmpfs, the service-account token and a subPath bind must all get there,
+    # and the container's log must be where the kubelet reads it (kubectl logs).
+    second = cluster.nodes[1]
+    image = second.testbed.busybox_image
+    secret = unique("mn-secret")
+    cluster.plane.kubectl("create", "secret", "generic", secret, "--from-literal=key=from-secret")
+    script = ("cat /secret/key && echo && cat /sub/file "
+              "&& test -s /var/run/secrets/kubernetes.io/serviceaccount/token "
+              "&& echo token-present && sleep 3600")
+    pod = cluster.running_pod(
+        second, script, automount=True,
+        volumes=[{"name": "secret", "secret": {"secretName": secret}},
+                 {"name": "scratch", "emptyDir": {}}],
+        initContainers=[{"name": "prepare", "image": image,
+                         "command": ["sh", "-c", "mkdir -p /scratch/dir "
+                                     "&& echo from-sub-path > /scratch/dir/file"],
+                         "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
+        containers=[{"name": "app", "image": image, "command": ["sh", "-c", script],
+                     "volumeMounts": [{"name": "secret", "mountPath": "/secret"},
+                                      {"name": "scratch", "mountPath": "/sub",
+                                       "subPath": "dir"}]}])
+    name = pod["metadata"]["name"]
+
+    def logs() -> str | None:
+        output = str(cluster.plane.kubectl("logs", name, check=False).stdout)
+        return output if output.endswith("token-present\n") else None
+
+    def shown() -> str:
+        result = cluster.plane.kubectl("logs", name, check=False)
+        return (f"kubectl logs: {result.stdout}{result.stderr}\n"
+                + cluster.plane.kubectl("describe", "pod", name, check=False).stdout)
+
+    output = wait_until(logs, POD_RUNNING_WITHIN_SECONDS, f"the logs of {name}",
+                        on_timeout=shown)
+    assert output == "from-secret\nfrom-sub-path\ntoken-present\n", output
+    print(f"\nkubectl logs {name} (node 2):\n{output}")
