@@ -128,8 +128,9 @@ def device_plugin_dir_mounts(host_dir: Path) -> list[str]:
     host or in whatever covers ``/var/lib/kubelet`` there)."""
     target = shlex.quote(str(DEVICE_PLUGIN_DIR))
     # Private too when /var/lib or /var is a mount of its own, so the bind stays in here.
+    # The last line: with mounts stacked on one path findmnt names each.
     return [f"mkdir -p {target}",
-            f'mount --make-private "$(findmnt -n -o TARGET --target {target})"',
+            f'mount --make-private "$(findmnt -n -o TARGET --target {target} | tail -n 1)"',
             f"mount --bind {shlex.quote(str(host_dir))} {target}"]
 
 
@@ -200,8 +201,14 @@ def masked_exec(argv: Sequence[str], *, base: Path, root_dir: Path) -> None:
     ``python -m testsupport.kubelet_process --base DIR --root-dir DIR -- ARGV...``."""
     share_root_dir(root_dir)
     tunables = write_kernel_tunables(base / "kernel-tunables")
-    device_plugin_dir = base / "device-plugins"
-    device_plugin_dir.mkdir(parents=True, exist_ok=True)
+    device_plugin_dir: Path | None = base / "device-plugins"
+    if DEVICE_PLUGIN_DIR.is_relative_to(root_dir):
+        # /var/lib/kubelet is its root (a test host's own, kubeadm's): the directory is
+        # already its own, and masking it would make the root, whose mounts reach the
+        # runtime, private.
+        device_plugin_dir = None
+    else:
+        base.joinpath("device-plugins").mkdir(parents=True, exist_ok=True)
     command = masked_command(argv, tunables=tunables, device_plugin_dir=device_plugin_dir)
     os.execvp(command[0], command)
 
@@ -310,13 +317,19 @@ class KubeletProcess:
         """Start the process in its own mount namespace (the module docstring says why),
         not waiting for it to serve."""
         self.share_root_dir()
+        self.spawn(self.masked_argv())
+
+    def masked_argv(self) -> list[str]:
+        """The kubelet's command masked (its kernel tunables' files written first)."""
         write_kernel_tunables(self.kernel_tunables_dir, self.starting_kernel_tunables)
-        command = masked_command(self.command(), tunables=self.kernel_tunables_dir,
-                                 extra_mounts=self.extra_mounts(),
-                                 device_plugin_dir=self.device_plugin_dir)
-        log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child process
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        return masked_command(self.command(), tunables=self.kernel_tunables_dir,
+                              extra_mounts=self.extra_mounts(),
+                              device_plugin_dir=self.device_plugin_dir)
+
+    def spawn(self, command: Sequence[str]) -> None:
+        """Run ``command`` as the kubelet's process, its output to the kubelet's log."""
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
     def wait_healthy(self) -> None:
         try:

@@ -40,9 +40,7 @@ from testsupport.cluster import ClusterKubelet, unique
 from testsupport.controlplane import ControlPlane, running_control_plane
 from testsupport.kubelet_process import (
     KubeletProcess,
-    masked_command,
     remove_everything,
-    write_kernel_tunables,
 )
 from testsupport.testbed import (
     DEFAULT_IMAGES_DIR,
@@ -218,12 +216,7 @@ def launch_on_host(kubelet: KubeletProcess, host: NodeHost) -> None:
     but in a mount namespace made from the host's (and in its network), its root directory
     shared there. Not waiting for it to serve."""
     host.share_dir(kubelet.root)
-    write_kernel_tunables(kubelet.kernel_tunables_dir, kubelet.starting_kernel_tunables)
-    command = host.enter(masked_command(kubelet.command(), tunables=kubelet.kernel_tunables_dir,
-                                        extra_mounts=kubelet.extra_mounts(),
-                                        device_plugin_dir=kubelet.device_plugin_dir))
-    with open(kubelet.log_file, "ab") as log:
-        kubelet.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    kubelet.spawn(host.enter(kubelet.masked_argv()))
 
 
 class NodeKubelet(ClusterKubelet):

@@ -128,12 +128,6 @@ default_extra_args() {
 start_kubelet_unit() {
     local pykubelet="$repo/.venv/bin/pykubelet"
     [[ -x "$pykubelet" ]] || die "no $pykubelet (bash scripts/setup.sh)"
-    # A mount point of its own under the kubelet's root directory: masked, the device-plugin
-    # directory is made private where it is mounted, and that must not be the root
-    # directory, whose mounts (the pods' volumes) are shared with the node's namespace.
-    inside sh -ec 'mkdir -p /var/lib/kubelet/device-plugins
-        mountpoint -q /var/lib/kubelet/device-plugins \
-            || mount --bind /var/lib/kubelet/device-plugins /var/lib/kubelet/device-plugins'
     mkdir -p "$BASE/kubelet"
     cat >"$BASE/kubelet-unit.sh" <<EOF
 #!/bin/sh
