@@ -335,10 +335,13 @@ class PodContainers:
             config = generate_container_config(container, pod, restart_count, image.ref,
                                                options, image_uid=uid,
                                                image_username=username, devices=devices)
-        except CreateContainerConfigError as err:
-            raise ContainerStartError(ERR_CREATE_CONTAINER_CONFIG, err.message) from err
         except Exception as err:
-            raise ContainerStartError(ERR_CREATE_CONTAINER_CONFIG, str(err)) from err
+            # Upstream records the refusal (runAsNonRoot, a missing configMap key...)
+            # as the container's Failed event, the one users and e2e tests look for.
+            message = err.message if isinstance(err, CreateContainerConfigError) else str(err)
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {message}",
+                                container_field_path(pod, container))
+            raise ContainerStartError(ERR_CREATE_CONTAINER_CONFIG, message) from err
 
         field_path = container_field_path(pod, container)
         try:

@@ -34,6 +34,7 @@ MAX_FILE_NAME_LENGTH = 255
 class FileProjection:
     data: bytes
     mode: int
+    fs_user: int | None = None  # the file's owner; None: the kubelet's (root)
 
 
 class PathError(ValueError):
@@ -134,6 +135,8 @@ class AtomicWriter:
             with open(full, "wb") as out:
                 out.write(projection.data)
             os.chmod(full, projection.mode)
+            if projection.fs_user is not None:
+                os.chown(full, projection.fs_user, -1)
 
     def _create_user_visible_links(self, payload: Mapping[str, FileProjection]) -> None:
         for top in {path.split(os.sep, 1)[0] for path in payload}:

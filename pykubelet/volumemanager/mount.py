@@ -50,11 +50,16 @@ class MountError(OSError):
     pass
 
 
-def mount_tmpfs(target: str, size_bytes: int | None = None) -> None:
-    options = "mode=0755" + (f",size={size_bytes}" if size_bytes else "")
-    if _libc.mount(b"tmpfs", os.fsencode(target), b"tmpfs", 0, options.encode()) != 0:
+def mount_tmpfs(target: str, size_bytes: int | None = None, mode: int | None = 0o755) -> None:
+    """Mount a tmpfs on ``target``; ``mode`` is its root's mode (None: the kernel's
+    default for a tmpfs root, 1777, world-writable with the sticky bit)."""
+    parts = ([f"mode={mode:04o}"] if mode is not None else []) + (
+        [f"size={size_bytes}"] if size_bytes else [])
+    options = ",".join(parts)
+    if _libc.mount(b"tmpfs", os.fsencode(target), b"tmpfs", 0, options.encode() or None) != 0:
         errno = ctypes.get_errno()
-        raise MountError(errno, f"mount -t tmpfs -o {options} tmpfs {target}: "
+        spelled = f"-o {options} " if options else ""
+        raise MountError(errno, f"mount -t tmpfs {spelled}tmpfs {target}: "
                                 f"{os.strerror(errno)}")
 
 

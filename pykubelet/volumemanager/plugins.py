@@ -251,15 +251,12 @@ def check_host_path_type(path: str, path_type: str | None) -> None:
 # --- set-up ----------------------------------------------------------------------------
 
 
-def _ensure_dir(path: str, tmpfs: bool, size: int | None, mode: int = 0o755) -> bool:
-    """Create (and mount) the volume directory; True when it was not there yet."""
-    created = not os.path.isdir(path)
+def _ensure_dir(path: str, tmpfs: bool) -> None:
+    """Create (and mount) the directory of a volume of files from API objects (0755)."""
     os.makedirs(path, mode=0o750 if not tmpfs else 0o755, exist_ok=True)
     if tmpfs and not is_mount_point(path):
-        mount_tmpfs(path, size)
-        created = True
-    os.chmod(path, mode)
-    return created
+        mount_tmpfs(path)
+    os.chmod(path, 0o755)
 
 
 def set_volume_ownership(path: str, fs_group: int, read_only: bool) -> None:
@@ -287,7 +284,7 @@ def set_volume_ownership(path: str, fs_group: int, read_only: bool) -> None:
 
 def _write(path: str, tmpfs: bool, payload: dict[str, FileProjection],
            fs_group: int | None) -> None:
-    _ensure_dir(path, tmpfs, None)
+    _ensure_dir(path, tmpfs)
     try:
         changed = AtomicWriter(path).write(payload)
     except PathError as err:
@@ -296,9 +293,27 @@ def _write(path: str, tmpfs: bool, payload: dict[str, FileProjection],
         set_volume_ownership(path, fs_group, read_only=True)
 
 
+EMPTY_DIR_MODE = 0o777
+
+
 def _empty_dir(path: str, tmpfs: bool, size: int | None, fs_group: int | None) -> None:
-    # emptyDir is writable by every user of the pod, as upstream's 0777.
-    if _ensure_dir(path, tmpfs, size, 0o777) and fs_group is not None:
+    """Upstream emptyDir ``SetUpAt``: set up once, then leave the directory alone.
+
+    The directory is writable by every user of the pod (0777); ``medium: Memory``
+    mounts a tmpfs over it whose root keeps the kernel's own 1777 (the sticky bit:
+    users of the pod cannot remove each other's files). ``fs_group`` then gives it
+    that group and the setgid bit, so files the containers create inherit the group.
+    A later sync finds the volume ready (mounted, or there) and changes nothing: a
+    chmod then would clear the setgid bit containers rely on.
+    """
+    if (is_mount_point(path) if tmpfs else os.path.isdir(path)):
+        return
+    os.makedirs(path, mode=EMPTY_DIR_MODE, exist_ok=True)
+    if stat.S_IMODE(os.lstat(path).st_mode) != EMPTY_DIR_MODE:
+        os.chmod(path, EMPTY_DIR_MODE)  # the kubelet's umask took bits away
+    if tmpfs:
+        mount_tmpfs(path, size, mode=None)
+    if fs_group is not None:
         set_volume_ownership(path, fs_group, read_only=False)
 
 
@@ -401,8 +416,31 @@ async def projected_payload(pod: V1Pod, volume: V1Volume, sources: VolumeSources
                     int(token_source.expiration_seconds or DEFAULT_EXPIRATION_SECONDS))
             except Exception as err:
                 raise VolumeError(f"failed to fetch token: {_describe(err)}") from err
-            payload[token_source.path] = FileProjection(token.encode(), default_mode)
+            # With a runAsUser or fsGroup the token is private to the pod's user (0600,
+            # owned by it); fsGroup ownership then adds group read (0640).
+            fs_user = fs_user_of(pod)
+            private = fs_user is not None or _fs_group(pod) is not None
+            payload[token_source.path] = FileProjection(
+                token.encode(), 0o600 if private else default_mode, fs_user=fs_user)
     return payload
+
+
+def fs_user_of(pod: V1Pod) -> int | None:
+    """Upstream ``FsUserFrom``: the one user every init and regular container runs as
+    (its own ``runAsUser``, else the pod's); None when one has none or two differ."""
+    spec = pod.spec
+    if spec is None:
+        return None
+    pod_context = spec.security_context
+    user: int | None = None
+    for container in [*(spec.init_containers or []), *(spec.containers or [])]:
+        own = container.security_context
+        effective = (own.run_as_user if own is not None and own.run_as_user is not None
+                     else pod_context.run_as_user if pod_context is not None else None)
+        if effective is None or (user is not None and effective != user):
+            return None
+        user = effective
+    return user
 
 
 def _describe(err: BaseException) -> str:
@@ -426,6 +464,7 @@ __all__ = [
     "check_host_path_type",
     "configmap_payload",
     "downward_payload",
+    "fs_user_of",
     "plugin_dir_name",
     "read_only_by_plugin",
     "secret_payload",
