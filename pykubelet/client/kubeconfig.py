@@ -84,6 +84,9 @@ class RestConfig:
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
+    # The client certificate and key are the kubeconfig's own ``client-certificate-data``
+    # and ``client-key-data`` (kubeadm init's kubelet.conf), not files it names.
+    client_certificate_embedded: bool = False
 
     def copy(self) -> RestConfig:
         """A copy whose configuration can be changed without touching this one."""
@@ -91,7 +94,8 @@ class RestConfig:
         for key, value in vars(self.configuration).items():
             setattr(configuration, key, _copy_value(value))
         return RestConfig(self.path, self.host, configuration, self.credentials,
-                          self.ca_file, self.cert_file, self.key_file)
+                          self.ca_file, self.cert_file, self.key_file,
+                          self.client_certificate_embedded)
 
     def with_client_certificate(self, cert_file: str, key_file: str) -> RestConfig:
         """A copy that authenticates with this certificate and key."""
@@ -99,6 +103,7 @@ class RestConfig:
         copy.configuration.cert_file = cert_file
         copy.configuration.key_file = key_file
         copy.cert_file, copy.key_file = cert_file, key_file
+        copy.client_certificate_embedded = False
         return copy
 
     def has_client_certificate(self) -> bool:
@@ -195,7 +200,9 @@ async def load_rest_config(path: str) -> RestConfig:
             raise KubeconfigError(path, f"{attribute.replace('_', ' ')} {value}: no such file")
     return RestConfig(path=path, host=host, configuration=configuration, credentials=credentials,
                       ca_file=configuration.ssl_ca_cert, cert_file=configuration.cert_file,
-                      key_file=configuration.key_file)
+                      key_file=configuration.key_file,
+                      client_certificate_embedded=bool(user.get("client-certificate-data")
+                                                       and user.get("client-key-data")))
 
 
 @dataclass(frozen=True)

@@ -77,8 +77,16 @@ async def build_kubelet_clients(server: KubeletServer, node_name: str) -> Cluste
     def rotated(pair: KeyPair) -> None:
         clients.use_client_certificate(pair.path, pair.key_file)
 
-    manager = ClientCertificateManager(store, node_name, csr_client, rotated,
-                                       initial=_initial_pair(rest))
+    initial = _initial_pair(rest)
+    if initial is not None and rest.client_certificate_embedded and store.current() is None:
+        # As upstream's certificate manager, which stores a kubeconfig's embedded pair
+        # as the first current one: kubeadm init's kubelet.conf carries its pair inline,
+        # and kubeadm's kubelet-finalize phase points kubelet.conf at
+        # kubelet-client-current.pem (and rotation renews it) only when that file exists.
+        initial = store.update(initial.cert_pem, initial.key_pem)
+        klog.info("Stored the kubeconfig's embedded client certificate as the current one",
+                  kubeconfig=rest.path, certificate=initial.path)
+    manager = ClientCertificateManager(store, node_name, csr_client, rotated, initial=initial)
     if manager.current() is not None and store.current() is not None:
         current = store.current_path()
         if rest.cert_file != current:
