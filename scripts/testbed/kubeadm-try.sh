@@ -64,10 +64,10 @@
 # (no ethtool or socat, the host name not resolvable) are harmless here.
 #
 # kubeadm reset runs in a mount namespace of its own over the host's, where the
-# machine's /var/lib/cni (every testbed's host-local leases), /var/lib/dockershim
-# and /var/run/kubernetes, whose contents reset deletes, are empty directories of
-# HBASE/shadow (reset_mounts); it is given --cri-socket, as kubeadm's docs say for
-# a runtime other than Docker (a worker without admin.conf would be taken for a
+# machine's /var/lib/dockershim and /var/run/kubernetes, whose contents reset
+# deletes, are empty directories of HBASE/shadow (reset_mounts; the host's
+# /var/lib/cni, which reset empties too, is the node's own, nodehost.sh); it is
+# given --cri-socket, as kubeadm's docs say for a runtime other than Docker (a worker without admin.conf would be taken for a
 # Docker host, and the machine's docker asked); HBASE/bin/docker refuses anyway.
 #
 # Usage:
@@ -611,16 +611,15 @@ leftovers() {
 # Usage: reset_mounts HBASE: the shell lines (then exec "$@") that put kubeadm reset in
 # a mount namespace of its own, on top of the test host's, where the machine's
 # directories whose contents it deletes besides the node's own (/etc/kubernetes,
-# /var/lib/kubelet, /var/lib/etcd) are empty directories of HBASE/shadow: reset
-# empties /var/lib/cni (the machine's host-local leases of every testbed's pod network,
-# libcni's result cache), /var/lib/dockershim and /var/run/kubernetes, which
+# /var/lib/kubelet, /var/lib/etcd, /var/lib/cni) are empty directories of
+# HBASE/shadow: reset empties /var/lib/dockershim and /var/run/kubernetes, which
 # nodehost.sh does not give each node. Only those that exist: a missing one reset
 # leaves alone, and no mount point is made on the machine.
 reset_mounts() {
     local shadow="$1/shadow"
     cat <<EOF
 set -e
-for dir in /var/lib/cni /var/lib/dockershim /var/run/kubernetes; do
+for dir in /var/lib/dockershim /var/run/kubernetes; do
     [ -e "\$dir" ] || continue
     mkdir -p "$shadow\$dir"
     # Private here (this namespace's copy), so the bind reaches no other namespace.

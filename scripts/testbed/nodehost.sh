@@ -8,8 +8,9 @@
 # The mount namespace is the machine's as it was when the node was made, but for
 # the fixed paths a kubelet (the Go 1.20 one, kubeadm) insists on, which are the
 # node's own there:
-#   /var/log/pods /var/log/containers /var/lib/kubelet /var/lib/etcd
-#       bind mounts of DIR/NAME/bind_var_log_pods, ...;
+#   /var/log/pods /var/log/containers /var/lib/kubelet /var/lib/etcd /var/lib/cni
+#       bind mounts of DIR/NAME/bind_var_log_pods, ... (/var/lib/cni: libcni's
+#       result cache, which kubeadm reset empties);
 #   /etc /usr/libexec
 #       overlays on the machine's, their writes going to DIR/NAME/upper_etc, ...
 #       (/etc/kubernetes is made there, and kube-controller-manager's
@@ -77,7 +78,7 @@ DIR=${PYKUBELET_NODEHOST_DIR:-/tmp/pykn}
 # In a node's mount namespace: overlays on the machine's directories, and directories of
 # the node's bound over the machine's.
 OVERLAID=(/etc /usr/libexec)
-BOUND=(/var/log/pods /var/log/containers /var/lib/kubelet /var/lib/etcd)
+BOUND=(/var/log/pods /var/log/containers /var/lib/kubelet /var/lib/etcd /var/lib/cni)
 
 log() { echo "nodehost.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
