@@ -18,7 +18,8 @@ directory than ``/var/log/pods``, so pykubelet uses it too (its default), and
 each kubelet there prunes the directories of pods it does not know.
 
 ``swap_node`` puts the node up under the Go kubelet with pods of every kind
-of interest (emptyDir, configMap, secret, projected and hostPath volumes,
+of interest (emptyDir, configMap, secret, projected and hostPath volumes, a
+hostPath PersistentVolume through its claim,
 probes, a crash loop, a static pod, a Guaranteed pod with an exclusive CPU,
 optionally a pod holding a device of upstream's sample device plugin, fillers
 to reach a count); ``Swap.swap_to`` records each container (ID and restart
@@ -300,6 +301,23 @@ def workload_manifests(namespace: str, node: str, *, hostpath_dir: Path, cpu_man
         return objects + fillers_manifests(namespace, node, fillers)
     objects.append(_pod("token", namespace, node, [{"name": "app", "command": SLEEP}],
                         automount=True))
+    # A hostPath PersistentVolume bound to a claim by name, as an operator pre-provisions one.
+    objects += [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-pv"},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                  "storageClassName": "", "persistentVolumeReclaimPolicy": "Retain",
+                  "claimRef": {"namespace": namespace, "name": "data"},
+                  "hostPath": {"path": str(hostpath_dir / "pv"), "type": "DirectoryOrCreate"}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": "data", "namespace": namespace},
+         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                  "volumeName": f"{namespace}-pv",
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+        _pod("claim", namespace, node, [{
+            "name": "app", "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            "command": ["sh", "-c", "hostname > /data/$(hostname); " + SLEEP[2]]}],
+            volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]),
+    ]
     objects.append(_pod("two-containers", namespace, node, [
         {"name": "one", "command": SLEEP, "env": [{"name": "A", "value": "1"}],
          "ports": [{"containerPort": 9000, "name": "metrics"}],
@@ -812,6 +830,8 @@ class Swap:
         self.plane.kubectl("delete", "namespace", self.workload.namespace, "--wait=false",
                            check=False)
         self.plane.kubectl("delete", "node", self.node.node_name, "--wait=false", check=False)
+        self.plane.kubectl("delete", "persistentvolume", f"{self.workload.namespace}-pv",
+                           "--wait=false", check=False)
         shutil.rmtree(self.workload.hostpath_dir, ignore_errors=True)
 
 
