@@ -46,6 +46,13 @@ deltas: every watcher of the private control plane, which differ between the
 two kubelets only by the kubelet, as they run one at a time), counted from the
 first create until ``COUNT_TAIL_SECONDS`` after the API forgot the last pod.
 
+With ``--events-sample N``, the Events of the namespace are listed once the
+churn is over and their number has stopped changing (a kubelet may still be
+writing a backlog: the Go kubelet 1.20's own event client is limited to
+``eventRecordQPS``), and printed per kubelet: the Event objects and their
+``count`` per pod by pod kind, reason and ``fieldPath``, and every event of the
+first N pods (``events_tables``).
+
 Prints the tables; exits 1 only when the measurement itself broke, 130 when
 interrupted (see ``bench/README.md``).
 """
@@ -57,6 +64,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -113,6 +121,10 @@ SAMPLE_SECONDS = 1.0
 # The request and watch event counts run until this long after the API forgot the last
 # pod: the status manager's periodic sync (10 s) has then seen every pod gone.
 COUNT_TAIL_SECONDS = 10.0
+# --events-sample: the namespace's events are read once their number stayed the same this
+# long (or after EVENTS_SETTLE_TIMEOUT).
+EVENTS_SETTLE_SECONDS = 5.0
+EVENTS_SETTLE_TIMEOUT = 180.0
 PY_SOAK_NODE, GO_SOAK_NODE = "soak-py", "soak-go"
 
 
@@ -237,6 +249,47 @@ class SideResult:
     # and the watch events it sent by kind.
     requests: dict[str, int] | None = None
     watch_events: dict[str, float] = field(default_factory=dict)
+    # --events-sample: the namespace's events, and each pod's kind and creation order.
+    events: list[PodEvent] = field(default_factory=list)
+    pod_kinds: dict[str, str] = field(default_factory=dict)
+    events_settled: bool = True
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    """One Event object about a pod, as the API server keeps it."""
+
+    pod: str
+    type: str
+    reason: str
+    message: str
+    count: int
+    field_path: str
+    component: str
+
+
+async def settled_events(api: client.CoreV1Api, namespace: str) -> tuple[list[PodEvent], bool]:
+    """The namespace's events about pods, once their number and counts stopped changing
+    for EVENTS_SETTLE_SECONDS; and whether they did before EVENTS_SETTLE_TIMEOUT."""
+    deadline = time.monotonic() + EVENTS_SETTLE_TIMEOUT
+    last: tuple[int, int] | None = None
+    stable_since = time.monotonic()
+    while True:
+        listed = await api.list_namespaced_event(namespace)
+        events = [PodEvent(pod=e.involved_object.name or "", type=e.type or "",
+                           reason=e.reason or "", message=e.message or "", count=e.count or 1,
+                           field_path=e.involved_object.field_path or "",
+                           component=(e.source.component if e.source else "") or "")
+                  for e in listed.items if e.involved_object.kind == "Pod"]
+        now = time.monotonic()
+        shape = (len(events), sum(e.count for e in events))
+        if shape != last:
+            last, stable_since = shape, now
+        elif now - stable_since >= EVENTS_SETTLE_SECONDS:
+            return events, True
+        if now >= deadline:
+            return events, False
+        await asyncio.sleep(1.0)
 
 
 async def sample_process(side: str, kubelet: KubeletProcess, window: Window,
@@ -347,6 +400,9 @@ async def soak_side(*, api: client.CoreV1Api, runtime: RemoteRuntimeService, sid
         await asyncio.sleep(args.quiet_seconds - tail)
         result.requests = await asyncio.to_thread(audited_requests, plane, kubelet.node_name,
                                                   counted_from, counted_to)
+        if args.events_sample:
+            result.events, result.events_settled = await settled_events(api, namespace)
+            result.pod_kinds = dict(churn.kinds)
         check_alive(kubelet)
         result.after = await count_leftovers(side, kubelet, runtime, plane, watcher.pod_ips,
                                              sandbox_ids)
@@ -474,13 +530,83 @@ def per_pod_table(results: Sequence[SideResult]) -> list[str]:
     return lines + audit.per_pod_table(columns, width=34, header=False)
 
 
-def render(results: Sequence[SideResult]) -> str:
+# How v1.35's messages name a pod: name_namespace(uid).
+_POD_IN_MESSAGE = re.compile(r"\S+_\S+\([0-9a-f-]{36}\)")
+
+
+def _template(message: str, pod: str) -> str:
+    """An event's message with what differs between pods and runs left out."""
+    head = _POD_IN_MESSAGE.sub("<pod>", message).replace(pod, "<pod>")
+    if head.startswith(("error killing pod:", "Failed to create pod sandbox:")):
+        return head.split(":", 1)[0] + ": ..."
+    for marker in (" in ", ": "):
+        if marker in head and head.startswith(("Successfully pulled", "Readiness probe",
+                                                "Liveness probe", "Error:")):
+            return head.split(marker, 1)[0] + marker + "..."
+    return head
+
+
+def _pod_order(name: str) -> int:
+    return int(name.rsplit("-", 1)[1]) if name.rsplit("-", 1)[-1].isdigit() else 1 << 30
+
+
+def events_tables(results: Sequence[SideResult], sample: int) -> list[str]:
+    """Per kubelet: Event objects and their ``count`` per pod, by pod kind, reason and
+    fieldPath (messages as templates); then every event of its first ``sample`` pods."""
+    lines: list[str] = []
+    labels = {PYKUBELET: "pykubelet", GO: "Go kubelet"}
+    for result in results:
+        label = labels.get(result.side, result.side)
+        pods_by_kind: dict[str, int] = {}
+        for kind in result.pod_kinds.values():
+            pods_by_kind[kind] = pods_by_kind.get(kind, 0) + 1
+        objects: dict[tuple[str, str, str, str], int] = {}
+        counts: dict[tuple[str, str, str, str], int] = {}
+        from_kubelet = [e for e in result.events if e.component == "kubelet"
+                        and e.pod in result.pod_kinds]
+        for event in from_kubelet:
+            key = (result.pod_kinds[event.pod], event.reason, event.field_path,
+                   _template(event.message, event.pod))
+            objects[key] = objects.get(key, 0) + 1
+            counts[key] = counts.get(key, 0) + event.count
+        total_pods = max(1, len(result.pod_kinds))
+        lines += [f"events of {label}'s pods ({len(from_kubelet)} Event objects, "
+                  f"{sum(e.count for e in from_kubelet)} counted, for {len(result.pod_kinds)} "
+                  f"pods: {len(from_kubelet) / total_pods:.2f} objects and "
+                  f"{sum(e.count for e in from_kubelet) / total_pods:.2f} counted per pod"
+                  + ("" if result.events_settled else
+                     f"; still changing after {EVENTS_SETTLE_TIMEOUT:g} s") + ")",
+                  f"  {'pod kind':24} {'reason':20} {'objects/pod':>11} {'count/pod':>9}  "
+                  "fieldPath, message"]
+        for key in sorted(objects, key=lambda k: (MIX.index(k[0]) if k[0] in MIX else 99,
+                                                  k[1], k[2], k[3])):
+            kind, reason, field_path, message = key
+            pods = max(1, pods_by_kind.get(kind, 0))
+            lines.append(f"  {kind:24} {reason:20} {objects[key] / pods:11.2f} "
+                         f"{counts[key] / pods:9.2f}  {field_path or '-'}, {message}")
+        first = sorted(result.pod_kinds, key=_pod_order)[:sample]
+        lines.append(f"  the events of the first {len(first)} pods "
+                     "(pod, kind: type reason count fieldPath: message)")
+        for pod in first:
+            events = [e for e in result.events if e.pod == pod]
+            if not events:
+                lines.append(f"    {pod}, {result.pod_kinds[pod]}: no events")
+            for event in events:
+                lines.append(f"    {pod}, {result.pod_kinds[pod]}: {event.type} {event.reason} "
+                             f"x{event.count} {event.field_path or '-'}: {event.message}")
+        lines.append("")
+    return lines
+
+
+def render(results: Sequence[SideResult], events_sample: int = 0) -> str:
     version = results[0].server_version if results else ""
     lines = [f"churn soak, control plane {version}, pods bound with spec.nodeName; "
              f"every kubelet {API_CLIENT_SETTINGS}"]
     for result in results:
         lines += ["", *render_side(result)]
     lines += ["", *per_pod_table(results)]
+    if events_sample:
+        lines += ["", *events_tables(results, events_sample)]
     return "\n".join(lines)
 
 
@@ -497,14 +623,14 @@ async def run_soak(testbed: Testbed, work_dir: Path, args: argparse.Namespace,
     runtime = RemoteRuntimeService(testbed.endpoint, 60)
     await runtime.connect()
     node_ip = host_ip()
-    ip_args = ["--node-ip", node_ip] if node_ip else []
+    extra_args = ["--node-ip", node_ip] if node_ip else []
     try:
         for side in args.sides:
             node = f"{GO_SOAK_NODE if side == GO else PY_SOAK_NODE}-{secrets.token_hex(2)}"
             kubeconfig = await asyncio.to_thread(plane.node_kubeconfig, node)
             kubelet = new_kubelet(side, work_dir / f"soak-{side}", testbed.endpoint, binary,
                                   node, [*KUBELET_ARGS, "--kubeconfig", str(kubeconfig),
-                                         *ip_args])
+                                         *extra_args])
             print(f"{side}: soak of {args.minutes:g} min ...", file=sys.stderr, flush=True)
             async with kubelet_turn(kubelet, runtime, kubelet_holder, args.keep_logs,
                                     functools.partial(remove_namespace_logs,
@@ -543,6 +669,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep-audit", type=Path, metavar="FILE",
                         help="copy the API server's audit log of the nodes' requests to FILE "
                              "(python -m bench.audit FILE lists them)")
+    parser.add_argument("--events-sample", type=int, default=0, metavar="N",
+                        help="list the Events of the pods once they settle, and print them by "
+                             "pod kind and reason, and every event of the first N pods")
     args = parser.parse_args(argv)
     if min(args.minutes, args.window_minutes, args.rate, args.pod_seconds) <= 0 \
             or args.quiet_seconds < 0:
@@ -586,7 +715,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             remove_namespace_logs(args.namespace_prefix)
         # What was measured is printed even when a later step (a clean-up) failed.
         if results:
-            print(render(results), flush=True)
+            print(render(results, args.events_sample), flush=True)
     return status
 
 

@@ -11,8 +11,11 @@ correlator turns repetitions into updates of one event, as client-go does:
   messages differ, the tenth distinct message within 10 minutes starts a
   single combined event (``(combined from similar events): <message>``) that
   is counted up from then on;
-- each object, type and reason gets a token bucket of 25 events refilled at
-  one per 5 minutes; events beyond it are dropped (and logged only).
+- each object gets one token bucket of 25 events, whatever their type and
+  reason, refilled at one per 5 minutes; events beyond it are dropped (and
+  logged only). A crash-looping container's Pulled, Created, Started and
+  BackOff share that budget (client-go's ``getSpamKey``, the same in 1.20 and
+  v1.35: the source and the involved object, not the reason).
 
 Events are handled in their wire form (``v1.Event`` as a dictionary).
 """
@@ -92,11 +95,11 @@ def aggregate_key(event: WireEvent) -> tuple[str, str]:
 
 
 def spam_key(event: WireEvent) -> str:
+    """Whose budget an event spends: its source's about its object (any type and reason)."""
     ref = _involved(event)
     return "".join([*_source(event), str(ref.get("kind") or ""),
                     str(ref.get("namespace") or ""), str(ref.get("name") or ""),
-                    str(ref.get("uid") or ""), str(ref.get("apiVersion") or ""),
-                    str(event.get("type") or ""), str(event.get("reason") or "")])
+                    str(ref.get("uid") or ""), str(ref.get("apiVersion") or "")])
 
 
 @dataclass

@@ -16,6 +16,10 @@ into ``PodUpdate`` messages on the pod config's ``api`` channel:
 
 As upstream, watching starts only once the node informer has synced (when
 one is given), so admission sees the node's labels and taints.
+
+Every pod it sends is freshly decoded and held by nobody else: the merger keeps
+the pods of this source without copying them (``HANDED_OVER_SOURCES`` in
+``podconfig``), so a pod sent here must never be changed or sent again.
 """
 
 from __future__ import annotations

@@ -174,3 +174,35 @@ async def test_events_without_an_object_reference_are_only_logged() -> None:
     events.record(Event("x", NORMAL, "Reason", "message"))
     await events.flush()
     assert sink.creates == 0 and events.dropped == 0
+
+
+async def test_a_crash_looping_pod_spends_one_budget_for_all_its_reasons() -> None:
+    # Pulled, Created, Started and BackOff of one pod share its 25 events (client-go's
+    # spam filter keys on the source and the object, not on the reason).
+    sink = FakeSink()
+    clock = Clock()
+    recorder, events = broadcaster(sink, clock)
+    for restart in range(8):
+        for reason in ("Pulled", "Created", "Started", "BackOff"):
+            clock.now += 0.001
+            recorder.event(pod(), NORMAL, reason, f"{reason} {restart}", "spec.containers{app}")
+    await events.flush()
+    assert events.written == 25
+    clock.now += 300  # one more token five minutes later, for any reason
+    recorder.event(pod(), WARNING, "Killing", "Stopping container app", "spec.containers{app}")
+    recorder.event(pod(), NORMAL, "Started", "Started container app", "spec.containers{app}")
+    await events.flush()
+    assert events.written == 26
+
+
+async def test_another_pods_events_have_their_own_budget() -> None:
+    sink = FakeSink()
+    recorder, events = broadcaster(sink)
+    for index in range(30):
+        recorder.event(pod(), NORMAL, f"Reason{index}", "message")
+    other = pod_from_dict({"metadata": {"name": "db", "namespace": "team", "uid": "u2"},
+                           "spec": {"containers": [{"name": "app", "image": "busybox"}]}})
+    recorder.event(other, NORMAL, "Started", "Started container app")
+    await events.flush()
+    assert events.written == 25 + 1
+    assert sum(1 for e in sink.events.values() if e["involvedObject"]["name"] == "db") == 1

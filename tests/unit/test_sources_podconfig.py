@@ -192,3 +192,25 @@ async def test_run_merges_channels_into_the_updates_queue() -> None:
     finally:
         config.stop()
         await asyncio.wait_for(runner, 2)
+
+
+def test_what_the_kubelet_does_to_an_emitted_api_pod_never_hides_the_next_change() -> None:
+    # The API source's pods are kept as they come (not copied); what the merger hands out
+    # must still be the kubelet's own copy.
+    config = PodConfig("node")
+    (added,) = config.merge("api", PodUpdate([make_pod("a")], ADD, "api"))
+    added.pods[0].spec.containers[0].image = "changed-by-the-kubelet"
+    emitted = config.merge("api", PodUpdate([make_pod("a", image="busybox:2")], UPDATE, "api"))
+    assert summary(emitted) == [(UPDATE, ["a"])]
+    assert emitted[0].pods[0].spec.containers[0].image == "busybox:2"
+    assert config.merge("api", PodUpdate([make_pod("a", image="busybox:2")], UPDATE,
+                                         "api")) == []
+
+
+def test_a_file_source_that_changes_its_pod_after_sending_it_does_not_change_the_merger() -> None:
+    config = PodConfig("node")
+    pod = make_pod("a")
+    config.merge("file", PodUpdate([pod], SET, "file"))
+    pod.spec.containers[0].image = "busybox:2"  # the source edits its own object
+    emitted = config.merge("file", PodUpdate([pod], SET, "file"))
+    assert summary(emitted) == [(UPDATE, ["a"])]
