@@ -20,22 +20,28 @@ entries, that bind mount) ``remove_leftovers`` removes.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import shlex
 import shutil
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pykubelet.cri.errors import CRIError
 from pykubelet.volumemanager.mount import is_mount_point
-from testsupport.kubelet_process import KubeletProcess
+from testsupport.kubelet_process import KubeletProcess, remove_everything
 from testsupport.nodehost import NodeHost, launch_on_host
+from testsupport.polling import wait_until
 
 HEALTHZ_TIMEOUT_SECONDS = 60.0
+# How long a stopped kubelet's pods may take to become removable.
+REMOVE_SECONDS = 60.0
 CGROUP_FS = Path("/sys/fs/cgroup")
 # The Go kubelet 1.20 cannot be told another pod log directory.
 GO_POD_LOGS = Path("/var/log/pods")
@@ -101,16 +107,41 @@ class GoKubeletProcess(KubeletProcess):
         for hierarchy in (*cgroup_hierarchies(), CGROUP_FS / "unified"):
             remove_cgroup_tree(hierarchy / self.cgroup_root.lstrip("/"))
         remove_container_log_links(self.node_name)
-        for path in glob.glob(str(GO_POD_LOGS / f"default_*-{self.node_name}_*")):
+        # Its static pods', in whatever namespace (their names end in the node's).
+        for path in glob.glob(str(GO_POD_LOGS / f"*_*-{self.node_name}_*")):
             shutil.rmtree(path, ignore_errors=True)
         if is_mount_point(str(self.root)):
             subprocess.run(["umount", "--lazy", "--recursive", str(self.root)], check=False)
 
 
 def remove_container_log_links(node_name: str) -> None:
-    """The /var/log/containers links a kubelet left for this benchmark's static pods."""
-    for path in glob.glob(str(GO_CONTAINER_LOGS / f"*-{node_name}_default_*.log")):
+    """The /var/log/containers links a kubelet left for its static pods."""
+    for path in glob.glob(str(GO_CONTAINER_LOGS / f"*-{node_name}_*_*.log")):
         Path(path).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def standalone_go_kubelet(base: Path, endpoint: str, binary: Path,
+                          node_name: str) -> Iterator[GoKubeletProcess]:
+    """The Go kubelet running standalone (static pods only) as ``node_name``; stopped
+    afterwards, its pods removed through CRI and its leftovers with them."""
+    kubelet = GoKubeletProcess(base, endpoint, binary, node_name, {}, [])
+    kubelet.start()
+    try:
+        yield kubelet
+    finally:
+        kubelet.stop()
+
+        def removed() -> bool:
+            remove_everything(endpoint)
+            return True
+
+        try:
+            # A container the stopped kubelet was still starting cannot be removed yet.
+            wait_until(removed, REMOVE_SECONDS, "the Go kubelet's pods removed",
+                       interval=2, ignore=(CRIError,))
+        finally:
+            kubelet.remove_leftovers()
 
 
 def cgroup_hierarchies() -> list[Path]:

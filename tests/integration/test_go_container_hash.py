@@ -22,12 +22,11 @@ import pytest
 
 from pykubelet.api.kubetypes import FILE_SOURCE
 from pykubelet.cri import RemoteRuntimeService
-from pykubelet.cri.errors import CRIError, RuntimeUnavailableError
+from pykubelet.cri.errors import RuntimeUnavailableError
 from pykubelet.kuberuntime.hash import container_json, hash_container
 from pykubelet.sources.static import decode_static_pod
 from testsupport.controlplane import cached_binaries
-from testsupport.go_kubelet import GoKubeletProcess
-from testsupport.kubelet_process import remove_everything
+from testsupport.go_kubelet import GoKubeletProcess, standalone_go_kubelet
 from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
@@ -40,7 +39,6 @@ pytestmark = [
 
 HASH_ANNOTATION = "io.kubernetes.container.hash"
 CONTAINERS_SECONDS = 120.0
-REMOVE_SECONDS = 60.0
 SLEEP = ["sh", "-c", "sleep 3600"]
 
 
@@ -195,24 +193,9 @@ def listed_hashes(endpoint: str, pod_name: str) -> dict[str, str]:
 @pytest.fixture
 def go_kubelet(testbed: Testbed, tmp_path: Path) -> Iterator[GoKubeletProcess]:
     assert _BIN_DIR is not None
-    node = f"hash-{secrets.token_hex(3)}"
-    kubelet = GoKubeletProcess(tmp_path, testbed.endpoint, _BIN_DIR / "kubelet", node, {}, [])
-    kubelet.start()
-    try:
+    with standalone_go_kubelet(tmp_path, testbed.endpoint, _BIN_DIR / "kubelet",
+                               f"hash-{secrets.token_hex(3)}") as kubelet:
         yield kubelet
-    finally:
-        kubelet.stop()
-
-        def removed() -> bool:
-            remove_everything(testbed.endpoint)
-            return True
-
-        try:
-            # A container the stopped kubelet was still starting cannot be removed yet.
-            wait_until(removed, REMOVE_SECONDS, "the Go kubelet's pods removed",
-                       interval=2, ignore=(CRIError,))
-        finally:
-            kubelet.remove_leftovers()
 
 
 def test_pykubelet_computes_the_hash_the_go_kubelet_wrote(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,12 +24,11 @@ import pytest
 
 from pykubelet.api.kubetypes import FILE_SOURCE
 from pykubelet.cri import RemoteRuntimeService
-from pykubelet.cri.errors import CRIError, RuntimeUnavailableError
+from pykubelet.cri.errors import RuntimeUnavailableError
 from pykubelet.sources.static import decode_static_pod
 from tests.unit.test_static_pod_uid import GOLDEN
 from testsupport.controlplane import cached_binaries
-from testsupport.go_kubelet import GO_CONTAINER_LOGS, GO_POD_LOGS, GoKubeletProcess
-from testsupport.kubelet_process import remove_everything
+from testsupport.go_kubelet import GoKubeletProcess, standalone_go_kubelet
 from testsupport.polling import wait_until
 from testsupport.testbed import Testbed
 
@@ -43,7 +41,6 @@ pytestmark = [
 
 PODS_SECONDS = 60.0
 SANDBOX_SECONDS = 120.0
-REMOVE_SECONDS = 60.0
 UID_LABEL = "io.kubernetes.pod.uid"
 NAME_LABEL = "io.kubernetes.pod.name"
 # Pods whose sandbox the standalone Go kubelet can start: the others wait for volumes
@@ -69,28 +66,9 @@ def sandbox_uids(endpoint: str) -> dict[str, str]:
 @pytest.fixture
 def go_kubelet(testbed: Testbed, tmp_path: Path) -> Iterator[GoKubeletProcess]:
     assert _BIN_DIR is not None
-    node = f"suid-{secrets.token_hex(3)}"
-    kubelet = GoKubeletProcess(tmp_path, testbed.endpoint, _BIN_DIR / "kubelet", node, {}, [])
-    kubelet.start()
-    try:
+    with standalone_go_kubelet(tmp_path, testbed.endpoint, _BIN_DIR / "kubelet",
+                               f"suid-{secrets.token_hex(3)}") as kubelet:
         yield kubelet
-    finally:
-        kubelet.stop()
-
-        def removed() -> bool:
-            remove_everything(testbed.endpoint)
-            return True
-
-        try:
-            wait_until(removed, REMOVE_SECONDS, "the Go kubelet's pods removed",
-                       interval=2, ignore=(CRIError,))
-        finally:
-            kubelet.remove_leftovers()
-            # remove_leftovers knows the default namespace only; uid-host is in kube-system.
-            for path in GO_POD_LOGS.glob(f"*_*-{node}_*"):
-                shutil.rmtree(path, ignore_errors=True)
-            for link in GO_CONTAINER_LOGS.glob(f"*-{node}_*_*.log"):
-                link.unlink(missing_ok=True)
 
 
 def test_pykubelet_gives_a_static_pod_the_uid_the_go_kubelet_gives_it(
