@@ -376,6 +376,39 @@ def _run(controlplane: Path, dir: Path, node_names: list[str]) -> int:
     return 0
 
 
+def _run_dns(kubeconfig: Path, address: str, dir: Path) -> int:
+    """The cluster DNS alone, for a cluster controlplane.sh did not make (kubeadm's):
+    serves until SIGTERM; DIR/kube-dns.json is then the ``kube-dns`` Service and
+    Endpoints to apply (the caller holds the cluster's admin credentials)."""
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise _Stop
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    manifest = dir / "kube-dns.json"
+    manifest.unlink(missing_ok=True)
+    dns = ClusterDNS(kubeconfig=kubeconfig, dir=dir, host=address, port=free_port(address),
+                     domain=CLUSTER_DOMAIN)
+    try:
+        with dns:
+            manifest.write_text(json.dumps(dns_service_manifest(address=dns.host,
+                                                                port=dns.port)))
+            print(f"cluster_addons: cluster DNS for {CLUSTER_DOMAIN} served at "
+                  f"{dns.host}:{dns.port}", flush=True)
+            while dns.process is not None and dns.process.poll() is None:
+                time.sleep(1)
+            print(f"cluster_addons: error: the cluster DNS exited\n{dns.log_tail()}",
+                  file=sys.stderr, flush=True)
+            return 1
+    except _Stop:
+        print("cluster_addons: stopped", flush=True)
+        return 0
+    finally:
+        manifest.unlink(missing_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m testsupport.cluster_addons",
@@ -390,10 +423,20 @@ def main(argv: list[str] | None = None) -> int:
                      help="directory for the logs; DIR/ready appears once all serve")
     run.add_argument("nodes", nargs="+", metavar="NODE",
                      help="node names, each on the test host of that name (nodehost.sh)")
+    dns = commands.add_parser(
+        "dns", help="only the cluster DNS, until SIGTERM, for a cluster made otherwise "
+                    "(kubeadm-try.sh); DIR/kube-dns.json is the Service to apply")
+    dns.add_argument("--kubeconfig", type=Path, required=True,
+                     help="credentials that may list and watch Services, Endpoints and Pods")
+    dns.add_argument("--address", required=True,
+                     help="the address to serve on, which the cluster's pods reach")
+    dns.add_argument("--dir", type=Path, required=True, help="directory for its files and logs")
     args = parser.parse_args(argv)
     if args.command == "kubelet-config":
         sys.stdout.write(kubelet_config_yaml())
         return 0
+    if args.command == "dns":
+        return _run_dns(args.kubeconfig.resolve(), args.address, args.dir.resolve())
     return _run(args.controlplane.resolve(), args.dir.resolve(), list(args.nodes))
 
 

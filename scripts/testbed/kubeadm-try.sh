@@ -72,13 +72,19 @@
 #
 # Usage:
 #   kubeadm-try.sh up      host NAME, kubeadm init; leaves everything running; prints
-#                          how long after init each control-plane mirror pod appeared
+#                          how long after init each control-plane mirror pod appeared;
+#                          then the cluster DNS in the DNS add-on's place: the
+#                          testbed's stand-in (python -m testsupport.cluster_addons dns,
+#                          on the machine's address on the test hosts' switch) behind
+#                          kube-system/kube-dns at 10.96.0.10, the clusterDNS kubeadm
+#                          gives the kubelets
 #   kubeadm-try.sh join    host WORKER, kubeadm join with a new token of the control
 #                          plane's (`kubeadm token create --print-join-command`);
 #                          waits until WORKER is Ready and kube-proxy runs there
 #   kubeadm-try.sh deploy  as a user: a Deployment of 4 busybox pods spread over both
 #                          nodes (tolerating the control plane's NoSchedule taint),
-#                          `kubectl logs` and `kubectl exec` on one pod of each node
+#                          `kubectl logs` and `kubectl exec` on one pod of each node,
+#                          and a cluster DNS lookup from each
 #   kubeadm-try.sh reset   kubeadm reset -f on WORKER then NAME, then checks that each
 #                          host has no pod, container, kubelet, file under
 #                          /etc/kubernetes, /var/lib/kubelet or /var/lib/etcd, or
@@ -443,7 +449,22 @@ cmd_up() {
     log "kubeadm init exited with status $status after $((done_at - started)) s"
     [[ $status -eq 0 ]] || return "$status"
     mirror_pod_times "$done_at"
+    start_dns
     show_cluster
+}
+
+# The testbed's stand-in for CoreDNS (see up), its Service applied as the admin.
+start_dns() {
+    local address admin
+    address="$(node_fact "$NAME" HOST_ADDRESS)"
+    admin="$(node_fact "$NAME" NODE_DIR)/upper_etc/kubernetes/admin.conf"
+    log "the cluster DNS stand-in on $address (log: $BASE/dns.log)"
+    (cd "$repo" && exec setsid "$repo/.venv/bin/python" -m testsupport.cluster_addons dns \
+        --kubeconfig "$admin" --address "$address" --dir "$BASE/dns" \
+        </dev/null >"$BASE/dns.log" 2>&1) &
+    echo $! >"$BASE/dns.pid"
+    wait_for "the cluster DNS serving" 60 test -s "$BASE/dns/kube-dns.json"
+    kc apply -f "$BASE/dns/kube-dns.json" >&2
 }
 
 # Usage: mirror_pod_times SINCE: how long after SINCE (epoch seconds: init's end) each
@@ -589,6 +610,9 @@ cmd_deploy() {
         out="$(kc exec "$pod" -- sh -c 'echo "exec in $(hostname) on $NODE_NAME"' 2>&1 || true)"
         log "kubectl exec $pod -- sh -c ...: $out"
         [[ "$out" == "exec in $pod on $node" ]] || { log "FAIL: exec in $pod"; failed=1; }
+        out="$(kc exec "$pod" -- nslookup kubernetes.default.svc.cluster.local 2>&1 || true)"
+        log "kubectl exec $pod -- nslookup kubernetes.default.svc.cluster.local: $(tr '\n' ' ' <<<"$out")"
+        grep -q "^Address.*10\.96\.0\.1\$" <<<"$out" || { log "FAIL: DNS from $pod"; failed=1; }
     done
     return "$failed"
 }
@@ -632,6 +656,7 @@ EOF
 
 cmd_reset() {
     local kubeadm="$bin_dir/kubeadm" host hbase status=0 left=""
+    stop_pid "$BASE/dns.pid"  # it would only watch the API server go
     for host in "$WORKER" "$NAME"; do
         hbase="$(host_base "$host")"
         [[ -f "$hbase/kubelet-unit.sh" ]] || { log "no host $host: skipped"; continue; }
@@ -705,6 +730,7 @@ remove_host() {
 }
 
 cmd_down() {
+    stop_pid "$BASE/dns.pid"
     remove_host "$WORKER"
     remove_host "$NAME"
     rm -rf "$BASE"
