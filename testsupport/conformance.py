@@ -63,6 +63,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -677,6 +678,27 @@ def list_tests(bin_dir: Path, *, focus: str, skip: str, work_dir: Path) -> list[
     return sorted(parse_junit(report_dir))
 
 
+def run_ginkgo(command: Sequence[str], *, output: Any, cwd: Path) -> None:
+    """ginkgo in a process group of its own, which goes whole (its e2e.test processes
+    too) when the harness is stopped or fails while it runs."""
+    process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=cwd,
+                               start_new_session=True)
+    try:
+        process.wait()
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    # Once, as a Ctrl-C: the suite's processes, the nodes and the control plane are
+    # removed on the way out (the context managers of run_suite).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def run_suite(kind: str, *, focus: str, skip: str, parallel: int, nodes: int,
               out_dir: Path) -> dict[str, TestResult]:
     """One full run with ``kind`` as the kubelet (``nodes`` test hosts, or 0: one node on
@@ -717,8 +739,7 @@ def run_suite(kind: str, *, focus: str, skip: str, parallel: int, nodes: int,
                     f"(output in {output_file})")
                 started = time.monotonic()
                 with output_file.open("wb") as output:
-                    subprocess.run(command, stdout=output, stderr=subprocess.STDOUT,
-                                   check=False, cwd=out_dir)
+                    run_ginkgo(command, output=output, cwd=out_dir)
                 log(f"{kind}: the {phase.name} phase ran {time.monotonic() - started:.0f} s")
                 phase_results.append(parse_junit(report_dir))
     results = merge_phases(*phase_results)
@@ -790,6 +811,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     kinds = (args.kubelet, "go") if args.compare else (args.kubelet,)
     results: dict[str, dict[str, TestResult]] = {}
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         for kind in kinds:
             out_dir = args.out / kind
@@ -808,6 +830,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # AssertionError: a kubelet that never became healthy (KubeletProcess.wait_for).
         log(f"error: {err}")
         return 2
+    except KeyboardInterrupt:
+        log("stopped: the suite's processes, the nodes and the control plane are removed")
+        return 130
     if args.compare:
         ours, go = results[args.kubelet], results["go"]
         diff = differences(ours, go, label=args.kubelet)
