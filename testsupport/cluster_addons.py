@@ -339,15 +339,21 @@ class _Stop(Exception):
     pass
 
 
-def _run(controlplane: Path, dir: Path, node_names: list[str]) -> int:
-    def stop(signum: int, frame: object) -> None:
-        # Once: a second signal must not cut the cleanup short.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise _Stop
+def _stop(signum: int, frame: object) -> None:
+    # Once: a second signal must not cut the cleanup short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise _Stop
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGINT raise ``_Stop``, once, so the add-ons are stopped on the way out."""
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+
+
+def _run(controlplane: Path, dir: Path, node_names: list[str]) -> int:
+    _stop_on_signals()
     ready = dir / "ready"
     dir.mkdir(parents=True, exist_ok=True)
     ready.unlink(missing_ok=True)
@@ -380,13 +386,7 @@ def _run_dns(kubeconfig: Path, address: str, dir: Path) -> int:
     """The cluster DNS alone, for a cluster controlplane.sh did not make (kubeadm's):
     serves until SIGTERM; DIR/kube-dns.json is then the ``kube-dns`` Service and
     Endpoints to apply (the caller holds the cluster's admin credentials)."""
-    def stop(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise _Stop
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    _stop_on_signals()
     manifest = dir / "kube-dns.json"
     manifest.unlink(missing_ok=True)
     dns = ClusterDNS(kubeconfig=kubeconfig, dir=dir, host=address, port=free_port(address),
