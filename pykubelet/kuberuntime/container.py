@@ -304,14 +304,19 @@ class PodContainers:
         Raises ``ContainerStartError`` whose reason is the one users see in the
         container's waiting state (ErrImagePull, CreateContainerError...).
         """
+        field_path = container_field_path(pod, container)
+
+        def failed(reason: str, message: str, shown: str | None = None) -> ContainerStartError:
+            # Upstream records each start failure as the container's Failed event too
+            # (what users and e2e tests look for), then reports ``reason`` in its state.
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {shown or message}", field_path)
+            return ContainerStartError(reason, message)
+
         try:
             image = await self.image_manager.ensure_image_exists(
                 pod, container, pull_secrets, sandbox_config, lookahead)
         except ImagePullError as err:
-            # Upstream reports the reason once more as the container's start failure.
-            self.recorder.event(pod, WARNING, "Failed", f"Error: {err.reason}",
-                                container_field_path(pod, container))
-            raise ContainerStartError(err.reason, err.message) from err
+            raise failed(err.reason, err.message, shown=err.reason) from err
 
         meta = pod.metadata or V1ObjectMeta()
         previous = status.find_container_status(container.name)
@@ -336,27 +341,21 @@ class PodContainers:
                                                options, image_uid=uid,
                                                image_username=username, devices=devices)
         except Exception as err:
-            # Upstream records the refusal (runAsNonRoot, a missing configMap key...)
-            # as the container's Failed event, the one users and e2e tests look for.
+            # A refusal (runAsNonRoot, a missing configMap key...) or a failed lookup.
             message = err.message if isinstance(err, CreateContainerConfigError) else str(err)
-            self.recorder.event(pod, WARNING, "Failed", f"Error: {message}",
-                                container_field_path(pod, container))
-            raise ContainerStartError(ERR_CREATE_CONTAINER_CONFIG, message) from err
+            raise failed(ERR_CREATE_CONTAINER_CONFIG, message) from err
 
-        field_path = container_field_path(pod, container)
         try:
             container_id = await self.runtime_service.create_container(
                 sandbox_id, config, sandbox_config)
         except Exception as err:
-            self.recorder.event(pod, WARNING, "Failed", f"Error: {_cri_message(err)}", field_path)
-            raise ContainerStartError(ERR_CREATE_CONTAINER, _cri_message(err)) from err
+            raise failed(ERR_CREATE_CONTAINER, _cri_message(err)) from err
         self.recorder.event(pod, NORMAL, "Created", f"Created container {container.name}",
                             field_path)
         try:
             await self.runtime_service.start_container(container_id)
         except Exception as err:
-            self.recorder.event(pod, WARNING, "Failed", f"Error: {_cri_message(err)}", field_path)
-            raise ContainerStartError(ERR_RUN_CONTAINER, _cri_message(err)) from err
+            raise failed(ERR_RUN_CONTAINER, _cri_message(err)) from err
         self.recorder.event(pod, NORMAL, "Started", f"Started container {container.name}",
                             field_path)
 
