@@ -41,7 +41,14 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, Final, NamedTuple
 
-from pykubelet.api.quantity import BINARY_SI, DECIMAL_SI, format_quantity, parse_quantity
+from pykubelet.api.quantity import (
+    BINARY_POWERS,
+    BINARY_SI,
+    DECIMAL_EXPONENTS,
+    DECIMAL_SI,
+    format_quantity,
+    parse_quantity,
+)
 
 
 class GoField(NamedTuple):
@@ -236,9 +243,6 @@ def go_json_string(text: str) -> str:
 # --- quantities -------------------------------------------------------------------------------
 
 _QUANTITY_PARTS: Final = re.compile(r"([+-]?)0*([0-9]*)(?:\.([0-9]*))?(.*)", re.DOTALL)
-_DECIMAL_SUFFIXES: Final = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12,
-                            "P": 15, "E": 18}
-_BINARY_SUFFIXES: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL_EXPONENT = "DecimalExponent"
 _INT64_MAX: Final = 2**63 - 1
 _MAX_FAST_DIGITS: Final = 18  # digits an int64 always holds (upstream's maxInt64Factors)
@@ -279,10 +283,10 @@ def go_quantity(value: Any, *, round_up_to_milli: bool = False) -> str:
     if parts is None:  # unreachable for a valid quantity; its value decides
         return format_quantity(parse_quantity(text))
     num, denom, suffix = parts[2] or "0", parts[3] or "", parts[4]
-    if suffix in _DECIMAL_SUFFIXES:
-        fmt, exponent = DECIMAL_SI, _DECIMAL_SUFFIXES[suffix]
-    elif suffix in _BINARY_SUFFIXES:
-        fmt, exponent = BINARY_SI, _BINARY_SUFFIXES[suffix]
+    if suffix in DECIMAL_EXPONENTS:
+        fmt, exponent = DECIMAL_SI, DECIMAL_EXPONENTS[suffix]
+    elif suffix in BINARY_POWERS:
+        fmt, exponent = BINARY_SI, BINARY_POWERS[suffix]
     else:
         fmt, exponent = _DECIMAL_EXPONENT, int(suffix[1:])
     scale = _fast_scale(num, denom, fmt, exponent)
@@ -299,7 +303,7 @@ def go_quantity(value: Any, *, round_up_to_milli: bool = False) -> str:
     decimal = format_quantity(amount, DECIMAL_SI)
     letters = decimal.lstrip("+-0123456789")
     digits = decimal[:len(decimal) - len(letters)]
-    power = _DECIMAL_SUFFIXES.get(letters, 0)
+    power = DECIMAL_EXPONENTS.get(letters, 0)
     return f"{digits}e{power}" if power else digits
 
 

@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from pykubelet.api.defaults import default_image_pull_policy
+from pykubelet.api.quantity import BINARY_POWERS, DECIMAL_EXPONENTS
 
 
 class UnrenderablePod(ValueError):
@@ -529,9 +530,6 @@ def internal_pod_json(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 # --- quantities -------------------------------------------------------------------------------
 
-_DECIMAL_SUFFIXES: Final = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12,
-                            "P": 15, "E": 18}
-_BINARY_SUFFIXES: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _NUMBER: Final = re.compile(r"([+-]?)(0*)([0-9]*)(?:\.([0-9]*))?(.*)", re.DOTALL)
 _MAX_INT64_FACTORS: Final = 18
 _INT64_MAX: Final = 2**63 - 1
@@ -574,10 +572,10 @@ class _Quantity:
         num, denom = num or "0", denom or ""
         if not (num + denom).isdigit() or not (num or denom):
             raise UnrenderablePod(f"quantity {text!r}")
-        if suffix in _DECIMAL_SUFFIXES:
-            base, exponent, fmt = 10, _DECIMAL_SUFFIXES[suffix], "DecimalSI"
-        elif suffix in _BINARY_SUFFIXES:
-            base, exponent, fmt = 2, _BINARY_SUFFIXES[suffix], "BinarySI"
+        if suffix in DECIMAL_EXPONENTS:
+            base, exponent, fmt = 10, DECIMAL_EXPONENTS[suffix], "DecimalSI"
+        elif suffix in BINARY_POWERS:
+            base, exponent, fmt = 2, BINARY_POWERS[suffix], "BinarySI"
         elif re.fullmatch(r"[eE][+-]?[0-9]+", suffix):
             base, exponent, fmt = 10, int(suffix[1:]), "DecimalExponent"
         else:

@@ -25,8 +25,9 @@ import re
 from fractions import Fraction
 from typing import Any, Final
 
-_BINARY_POWERS: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL_EXPONENTS: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
+# Suffixes and the power of two or ten each stands for.
+BINARY_POWERS: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+DECIMAL_EXPONENTS: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
                              "P": 15, "E": 18}
 _QUANTITY: Final = re.compile(
     r"(?P<sign>[+-]?)(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?"
@@ -101,10 +102,10 @@ def parse_quantity(text: Any) -> Fraction:
             raise QuantityError("unable to parse quantity's suffix: the exponent does not fit "
                                 "in 32 bits")
         exponent10 += exponent
-    elif match["suffix"] in _BINARY_POWERS:
-        power2 = _BINARY_POWERS[match["suffix"]]
+    elif match["suffix"] in BINARY_POWERS:
+        power2 = BINARY_POWERS[match["suffix"]]
     else:
-        exponent10 += _DECIMAL_EXPONENTS[match["suffix"] or ""]
+        exponent10 += DECIMAL_EXPONENTS[match["suffix"] or ""]
     nanos = _nanos((match["whole"] or "") + fraction, exponent10, power2)
     return Fraction(-nanos if match["sign"] == "-" else nanos, NANO)
 
@@ -157,7 +158,9 @@ def format_quantity(value: Fraction | int, fmt: str = DECIMAL_SI) -> str:
 
 
 __all__ = [
+    "BINARY_POWERS",
     "BINARY_SI",
+    "DECIMAL_EXPONENTS",
     "DECIMAL_SI",
     "MAX_MAGNITUDE",
     "NANO",

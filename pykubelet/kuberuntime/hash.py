@@ -71,7 +71,8 @@ def hash_container_name_image(container: V1Container) -> int:
 def container_hash_matches(container: V1Container, recorded: int) -> bool:
     """Whether a running container whose annotation holds ``recorded`` still runs this spec:
     the 1.20 hash of it, or the v1.35 one (a container a newer Go kubelet created)."""
-    return recorded in (hash_container(container), hash_container_name_image(container))
+    return (recorded == hash_container(container)
+            or recorded == hash_container_name_image(container))
 
 
 __all__ = [
