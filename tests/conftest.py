@@ -21,6 +21,9 @@ from collections.abc import Iterator
 
 import pytest
 
+# First, so that the suite runs with the generated client's packages deferred,
+# as the kubelet process does (pykubelet/util/lazyimport.py).
+import pykubelet  # noqa: F401
 from testsupport.controlplane import ControlPlane, running_control_plane
 from testsupport.testbed import Testbed, TestbedError
 
