@@ -47,6 +47,7 @@ from pykubelet.api.quantity import (
     DECIMAL_EXPONENTS,
     DECIMAL_SI,
     format_quantity,
+    int64_amount,
     parse_quantity,
 )
 
@@ -244,29 +245,6 @@ def go_json_string(text: str) -> str:
 
 _QUANTITY_PARTS: Final = re.compile(r"([+-]?)0*([0-9]*)(?:\.([0-9]*))?(.*)", re.DOTALL)
 _DECIMAL_EXPONENT = "DecimalExponent"
-_INT64_MAX: Final = 2**63 - 1
-_MAX_FAST_DIGITS: Final = 18  # digits an int64 always holds (upstream's maxInt64Factors)
-
-
-def _fast_scale(num: str, denom: str, fmt: str, exponent: int) -> int | None:
-    """The decimal scale upstream's parser stores the value at when its exact int64 path
-    takes the text (few digits, nano precision or coarser), else None."""
-    if fmt == BINARY_SI:
-        precision = 15 - len(num) - exponent * 3 // 10 - 1
-        fits = not denom and int(num) << exponent <= _INT64_MAX
-        return 0 if precision >= 0 and fits else None
-    scale = exponent - len(denom)
-    fits = _MAX_FAST_DIGITS - len(num) - len(denom) >= 0 and scale >= -9
-    return scale if fits else None
-
-
-def _kept(num: str, denom: str, fmt: str, scale: int) -> bool:
-    """Whether the parser keeps the text itself as the quantity's string (it judges the text
-    canonical); only on its int64 path."""
-    if fmt == BINARY_SI:
-        return int(num) & 0x07 != 0
-    shifted = num + denom
-    return scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
 
 
 def go_quantity(value: Any, *, round_up_to_milli: bool = False) -> str:
@@ -289,9 +267,9 @@ def go_quantity(value: Any, *, round_up_to_milli: bool = False) -> str:
         fmt, exponent = BINARY_SI, BINARY_POWERS[suffix]
     else:
         fmt, exponent = _DECIMAL_EXPONENT, int(suffix[1:])
-    scale = _fast_scale(num, denom, fmt, exponent)
-    rounded = round_up_to_milli and (scale is None or scale < -3)
-    if scale is not None and not rounded and _kept(num, denom, fmt, scale):
+    fast = int64_amount(num, denom, binary=fmt == BINARY_SI, exponent=exponent)
+    rounded = round_up_to_milli and (fast is None or fast.scale < -3)
+    if fast is not None and not rounded and fast.canonical:
         return text
     amount = parse_quantity(text)
     if rounded:

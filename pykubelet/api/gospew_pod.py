@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from pykubelet.api.defaults import default_image_pull_policy
-from pykubelet.api.quantity import BINARY_POWERS, DECIMAL_EXPONENTS
+from pykubelet.api.quantity import BINARY_POWERS, DECIMAL_EXPONENTS, MAX_MAGNITUDE, int64_amount
 
 
 class UnrenderablePod(ValueError):
@@ -531,8 +531,6 @@ def internal_pod_json(manifest: Mapping[str, Any]) -> dict[str, Any]:
 # --- quantities -------------------------------------------------------------------------------
 
 _NUMBER: Final = re.compile(r"([+-]?)(0*)([0-9]*)(?:\.([0-9]*))?(.*)", re.DOTALL)
-_MAX_INT64_FACTORS: Final = 18
-_INT64_MAX: Final = 2**63 - 1
 _MAX_SLOW_DIGITS: Final = 64  # digits or powers of ten rendered exactly in the decimal form
 
 
@@ -588,29 +586,12 @@ class _Quantity:
     def _fast(self, text: str, num: str, denom: str, base: int, exponent: int, fmt: str,
               negative: bool) -> bool:
         """1.20's exact int64 path; False when the text needs the decimal one."""
-        if base == 10:
-            scale, precision, mantissa = exponent, _MAX_INT64_FACTORS - len(num) - len(denom), 1
-        elif not denom:
-            scale, mantissa = 0, 1 << exponent
-            precision = 15 - len(num) - int(exponent * 3 / 10) - 1
-        else:
+        amount = int64_amount(num, denom, binary=base == 2, exponent=exponent)
+        if amount is None:
             return False
-        if precision < 0:
-            return False
-        scale -= len(denom)
-        if scale < -9:
-            return False
-        shifted = num + denom
-        amount = int(shifted)
-        if amount > _INT64_MAX or amount * mantissa > _INT64_MAX:
-            return False
-        result = -amount * mantissa if negative else amount * mantissa
-        self.value, self.scale, self.fmt = result, scale, fmt
-        if base == 2:
-            keep = exponent % 10 == 0 and amount & 0x07 != 0
-        else:
-            keep = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
-        if keep:
+        self.value = -amount.magnitude if negative else amount.magnitude
+        self.scale, self.fmt = amount.scale, fmt
+        if amount.canonical:
             self.text = text
         return True
 
@@ -630,7 +611,7 @@ class _Quantity:
             scale = 9
         if unscaled == 0:
             raise UnrenderablePod("a zero quantity in decimal form")
-        if fmt == "BinarySI" and unscaled > _INT64_MAX * 10**scale:
+        if fmt == "BinarySI" and unscaled > MAX_MAGNITUDE * 10**scale:
             raise UnrenderablePod("a binary quantity above 2^63-1")
         if fmt == "BinarySI" and unscaled < 10**scale:
             fmt = "DecimalSI"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 # Suffixes and the power of two or ten each stands for.
 BINARY_POWERS: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
@@ -157,16 +157,54 @@ def format_quantity(value: Fraction | int, fmt: str = DECIMAL_SI) -> str:
     return f"{sign}{nanos}n"  # unreachable: every nano count is a whole number of nanos
 
 
+# Decimal digits an int64 always holds: upstream's maxInt64Factors.
+MAX_INT64_FACTORS: Final = 18
+
+
+class Int64Amount(NamedTuple):
+    """A quantity as 1.20's parser stores it on its exact int64 path."""
+
+    magnitude: int  # the value at ``scale``, without its sign
+    scale: int  # a power of ten
+    canonical: bool  # the parser keeps the written text as the quantity's string
+
+
+def int64_amount(whole: str, fraction: str, *, binary: bool, exponent: int) -> Int64Amount | None:
+    """What Go 1.20's ``ParseQuantity`` makes of the digits ``whole.fraction`` (leading
+    zeros removed) with a suffix of ``exponent`` (a power of two when ``binary``, else of
+    ten), on its exact int64 path; None when the text takes its arbitrary-precision path.
+
+    Both renderings of Go's encoders (``gojson``, ``gospew_pod``) read this one rule.
+    """
+    if binary:
+        if fraction or 15 - len(whole) - exponent * 3 // 10 - 1 < 0:
+            return None
+        scale, magnitude = 0, int(whole) << exponent
+        canonical = int(whole) & 0x07 != 0
+    else:
+        if MAX_INT64_FACTORS - len(whole) - len(fraction) < 0:
+            return None
+        shifted = whole + fraction
+        scale, magnitude = exponent - len(fraction), int(shifted)
+        canonical = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+    if scale < -9 or magnitude > MAX_MAGNITUDE:
+        return None
+    return Int64Amount(magnitude, scale, canonical)
+
+
 __all__ = [
     "BINARY_POWERS",
     "BINARY_SI",
     "DECIMAL_EXPONENTS",
     "DECIMAL_SI",
+    "MAX_INT64_FACTORS",
     "MAX_MAGNITUDE",
     "NANO",
+    "Int64Amount",
     "QuantityError",
     "cpu_to_millis",
     "format_quantity",
+    "int64_amount",
     "memory_to_bytes",
     "parse_quantity",
 ]
