@@ -119,6 +119,20 @@ component_pid() {
     echo "$pid"
 }
 
+component_exited() {
+    # Whether the process launch started for COMPONENT has ended (gone, or a zombie
+    # not yet reaped). Only for the start-up that launched it, when its pid cannot
+    # have been recycled yet. Not component_pid: while the process execs (setsid
+    # into the component) its command line reads empty for a moment, and a busy
+    # machine makes that moment long enough to be caught.
+    local pid_file="$dir/run/$1.pid" pid state
+    [[ -s "$pid_file" ]] || return 0
+    pid="$(cat "$pid_file")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+    state="$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null)" || return 0
+    [[ -z "$state" || "$state" == Z ]]
+}
+
 launch() {
     # Run a component in its own session (a Ctrl-C aimed at whoever called
     # start must not take the control plane down before its stop runs).
@@ -187,7 +201,7 @@ wait_ready() {
     shift 3
     deadline=$((SECONDS + READY_TIMEOUT))
     while true; do
-        if ! component_pid "$component" >/dev/null; then
+        if component_exited "$component"; then
             show_log "$component"
             [[ -s "$dir/logs/$component.log" ]] || log "$dir/logs/$component.log is empty"
             die "$component exited during start-up"
