@@ -681,9 +681,20 @@ def list_tests(bin_dir: Path, *, focus: str, skip: str, work_dir: Path) -> list[
 def run_ginkgo(command: Sequence[str], *, output: Any, cwd: Path) -> None:
     """ginkgo in a process group of its own, which goes whole (its e2e.test processes
     too) when the harness is stopped or fails while it runs."""
-    process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=cwd,
-                               start_new_session=True)
+    # A stop (Ctrl-C, SIGTERM) that came while Popen ran would raise before the try
+    # below, leaving ginkgo running with nobody to kill it: held until then.
+    held: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, _frame: held.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=cwd,
+                                   start_new_session=True)
+    finally:
+        for stopper, handler in previous.items():
+            signal.signal(stopper, handler)
+    try:
+        for received in held:
+            signal.raise_signal(received)  # its handler runs here, inside the try
         process.wait()
     finally:
         if process.poll() is None:
