@@ -50,12 +50,10 @@ class MountError(OSError):
     pass
 
 
-def mount_tmpfs(target: str, size_bytes: int | None = None, mode: int | None = 0o755) -> None:
-    """Mount a tmpfs on ``target``; ``mode`` is its root's mode (None: the kernel's
-    default for a tmpfs root, 1777, world-writable with the sticky bit)."""
-    parts = ([f"mode={mode:04o}"] if mode is not None else []) + (
-        [f"size={size_bytes}"] if size_bytes else [])
-    options = ",".join(parts)
+def mount_tmpfs(target: str, size_bytes: int | None = None) -> None:
+    """Mount a tmpfs on ``target``. Its root keeps the kernel's mode for a tmpfs root,
+    1777 (world-writable, with the sticky bit), as every kubelet volume on tmpfs has."""
+    options = f"size={size_bytes}" if size_bytes else ""
     if _libc.mount(b"tmpfs", os.fsencode(target), b"tmpfs", 0, options.encode() or None) != 0:
         errno = ctypes.get_errno()
         spelled = f"-o {options} " if options else ""

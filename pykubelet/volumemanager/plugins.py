@@ -10,7 +10,8 @@ in-tree sources a pod needs without a storage driver:
 - ``configMap``, ``secret``, ``downwardAPI``, ``projected``: files written by
   the ``AtomicWriter`` from API objects, pod fields and service-account
   tokens; rewritten on every pod sync so changes reach running containers.
-  Secrets, downwardAPI and projected volumes are on tmpfs;
+  Secrets, downwardAPI and projected volumes are on tmpfs; each is set up as
+  the emptyDir upstream wraps (root 0777, or 1777 on tmpfs);
 - ``persistentVolumeClaim``: the claim's ``local`` or ``hostPath``
   PersistentVolume (``persistent``).
 
@@ -251,14 +252,6 @@ def check_host_path_type(path: str, path_type: str | None) -> None:
 # --- set-up ----------------------------------------------------------------------------
 
 
-def _ensure_dir(path: str, tmpfs: bool) -> None:
-    """Create (and mount) the directory of a volume of files from API objects (0755)."""
-    os.makedirs(path, mode=0o750 if not tmpfs else 0o755, exist_ok=True)
-    if tmpfs and not is_mount_point(path):
-        mount_tmpfs(path)
-    os.chmod(path, 0o755)
-
-
 def set_volume_ownership(path: str, fs_group: int, read_only: bool) -> None:
     """Upstream ``SetVolumeOwnership``: group ``fs_group`` and group access on everything.
 
@@ -284,7 +277,10 @@ def set_volume_ownership(path: str, fs_group: int, read_only: bool) -> None:
 
 def _write(path: str, tmpfs: bool, payload: dict[str, FileProjection],
            fs_group: int | None) -> None:
-    _ensure_dir(path, tmpfs)
+    """A volume of files from API objects: upstream wraps an emptyDir (``medium:
+    Memory`` but for configMap), set up once like any emptyDir, so its root is 0777
+    on disk or 1777 on tmpfs; the files go in through the atomic writer."""
+    _empty_dir(path, tmpfs, None, None)
     try:
         changed = AtomicWriter(path).write(payload)
     except PathError as err:
@@ -312,7 +308,7 @@ def _empty_dir(path: str, tmpfs: bool, size: int | None, fs_group: int | None) -
     if stat.S_IMODE(os.lstat(path).st_mode) != EMPTY_DIR_MODE:
         os.chmod(path, EMPTY_DIR_MODE)  # the kubelet's umask took bits away
     if tmpfs:
-        mount_tmpfs(path, size, mode=None)
+        mount_tmpfs(path, size)
     if fs_group is not None:
         set_volume_ownership(path, fs_group, read_only=False)
 

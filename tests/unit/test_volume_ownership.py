@@ -1,7 +1,8 @@
 """Who owns a pod's volumes and with what mode, as a container sees them: emptyDir with
-``fsGroup`` (on disk and ``medium: Memory``) and the projected service-account token with
-``runAsUser``/``fsGroup``. Set up through ``set_up`` as the volume manager calls it, each
-volume twice (a later pod sync) before anything is checked."""
+``fsGroup`` (on disk and ``medium: Memory``), the projected service-account token with
+``runAsUser``/``fsGroup``, and the roots of the volumes of API objects. Set up through
+``set_up`` as the volume manager calls it, each volume twice (a later pod sync) before
+anything is checked."""
 
 from __future__ import annotations
 
@@ -91,6 +92,12 @@ class TokenSources:
     async def service_account_token(self, pod: Any, audience: str, expiration: int) -> str:
         return "token-of-" + pod.metadata.name
 
+    async def secret(self, namespace: str, name: str) -> dict[str, Any]:
+        return {"data": {"key": "dmFsdWU="}}
+
+    async def config_map(self, namespace: str, name: str) -> dict[str, Any]:
+        return {"data": {"key": "value"}}
+
     def node_allocatable(self) -> tuple[int, int]:
         return 1000, 1 << 30
 
@@ -135,3 +142,27 @@ def test_the_token_owner_is_the_one_user_every_container_runs_as(
     pod = make_pod(TOKEN_VOLUME, pod_context=pod_context,
                    containers=[{"image": "busybox", **c} for c in containers])
     assert fs_user_of(pod) == expected
+
+
+@root_only
+@pytest.mark.parametrize(("volume", "plugin", "pod_context", "mode"), [
+    # upstream wraps an emptyDir: medium Memory (a tmpfs root, 1777) but for configMap
+    ({"secret": {"secretName": "s"}}, "secret", {}, "drwxrwxrwt"),
+    ({"downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+     "downward-api", {}, "drwxrwxrwt"),
+    ({"configMap": {"name": "c"}}, "configmap", {}, "drwxrwxrwx"),
+    # fsGroup: the group and its setgid bit stay on the root at the later sync
+    ({"secret": {"secretName": "s"}}, "secret", {"fsGroup": FS_GROUP}, "drwxrwsrwt"),
+    ({"configMap": {"name": "c"}}, "configmap", {"fsGroup": FS_GROUP}, "drwxrwsrwx"),
+])
+async def test_object_volume_roots_have_the_wrapped_empty_dirs_mode(
+        pod_dir: Path, volume: dict[str, Any], plugin: str, pod_context: dict[str, Any],
+        mode: str) -> None:
+    path = pod_dir / "volumes" / f"kubernetes.io~{plugin}" / "v"
+    await set_up_twice(make_pod({"name": "v", **volume}, pod_context=pod_context), path,
+                       TokenSources())
+
+    info = os.stat(path)
+    assert stat.filemode(info.st_mode) == mode
+    assert info.st_gid == pod_context.get("fsGroup", 0)
+    assert is_mount_point(str(path)) == mode.endswith("t")
