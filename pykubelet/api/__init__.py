@@ -15,7 +15,7 @@ import datetime
 from typing import Any, TypeVar
 
 from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.models import V1Container, V1Pod
+from kubernetes_asyncio.client.models import V1Container, V1EphemeralContainer, V1Pod
 
 from pykubelet.api.modelcodec import decode
 
@@ -141,6 +141,15 @@ def init_then_app_containers(pod: V1Pod) -> list[V1Container]:
     return [*(spec.init_containers or []), *(spec.containers or [])]
 
 
+def all_containers(pod: V1Pod) -> list[V1Container | V1EphemeralContainer]:
+    """Every container of the pod: init, app, then ephemeral (upstream ``VisitContainers``
+    over all of them), for the rules that hold whatever kind a container is."""
+    spec = pod.spec
+    if spec is None:
+        return []
+    return [*init_then_app_containers(pod), *(spec.ephemeral_containers or [])]
+
+
 def pod_ref(pod: V1Pod) -> str:
     """``namespace/name``, how log lines name a pod (klog's ``KObj``)."""
     meta = pod.metadata
@@ -161,6 +170,7 @@ __all__ = [
     "POD_RUNNING",
     "POD_SUCCEEDED",
     "TERMINAL_POD_PHASES",
+    "all_containers",
     "clone",
     "from_dict",
     "init_then_app_containers",

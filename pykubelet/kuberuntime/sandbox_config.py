@@ -35,7 +35,7 @@ from kubernetes_asyncio.client import (
     V1SELinuxOptions,
 )
 
-from pykubelet.api import init_then_app_containers, pod_uid
+from pykubelet.api import all_containers, pod_uid
 from pykubelet.kuberuntime.labels import new_pod_sandbox_annotations, new_pod_sandbox_labels
 from pykubelet.kuberuntime.logs import pod_logs_directory
 from pykubelet.util import klog
@@ -309,11 +309,8 @@ def seccomp_profile(profile: V1SeccompProfile | None, profile_root: str,
 
 
 def has_privileged_container(pod: V1Pod) -> bool:
-    spec = pod.spec
-    if spec is None:
-        return False
     return any(c.security_context is not None and c.security_context.privileged
-               for c in init_then_app_containers(pod))
+               for c in all_containers(pod))
 
 
 def selinux_option(options: V1SELinuxOptions | None) -> api_pb2.SELinuxOption | None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubernetes_asyncio.client import ApiException, CoreV1Api, V1Node, V1Pod
 
 from pykubelet import metrics
-from pykubelet.api import pod_uid
+from pykubelet.api import all_containers, pod_uid
 from pykubelet.util import klog
 from pykubelet.util.reflector import ApiListWatch, Reflector, resource_version_of
 from pykubelet.util.supervisor import keep_running
@@ -330,18 +330,10 @@ class Manager:
 # --- what pods reference -----------------------------------------------------------
 
 
-def _containers(pod: V1Pod) -> Iterable[Any]:
-    spec = pod.spec
-    if spec is None:
-        return []
-    return [*(spec.init_containers or []), *(spec.containers or []),
-            *(spec.ephemeral_containers or [])]
-
-
 def configmap_names(pod: V1Pod) -> set[str]:
     """ConfigMaps a pod's env, envFrom and volumes name (upstream ``getConfigMapNames``)."""
     names: set[str] = set()
-    for container in _containers(pod):
+    for container in all_containers(pod):
         for source in container.env_from or []:
             if source.config_map_ref is not None and source.config_map_ref.name:
                 names.add(source.config_map_ref.name)
@@ -365,7 +357,7 @@ def secret_names(pod: V1Pod) -> set[str]:
     for ref in (spec.image_pull_secrets if spec else None) or []:
         if ref.name:
             names.add(ref.name)
-    for container in _containers(pod):
+    for container in all_containers(pod):
         for source in container.env_from or []:
             if source.secret_ref is not None and source.secret_ref.name:
                 names.add(source.secret_ref.name)

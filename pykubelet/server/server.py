@@ -39,6 +39,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from pykubelet import metrics
+from pykubelet.api import all_containers
 from pykubelet.container import ContainerID
 from pykubelet.cri.logstream import LogOptions, Writer
 from pykubelet.server import auth as authn
@@ -489,13 +490,7 @@ class KubeletAPIServer:
 
 
 def _has_container(pod: V1Pod, name: str) -> bool:
-    spec = pod.spec
-    if spec is None:
-        return False
-    for group in (spec.containers, spec.init_containers, spec.ephemeral_containers):
-        if any(c.name == name for c in group or []):
-            return True
-    return False
+    return any(c.name == name for c in all_containers(pod))
 
 
 def _cri_log_options(options: PodLogOptions) -> LogOptions:

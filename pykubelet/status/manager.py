@@ -47,6 +47,7 @@ from pykubelet import metrics
 from pykubelet.api import (
     POD_FAILED,
     TERMINAL_POD_PHASES,
+    all_containers,
     clone,
     is_terminal_phase,
     pod_ref,
@@ -534,8 +535,7 @@ def check_container_state_transition(old: V1PodStatus, new: V1PodStatus,
 def normalize_status(pod: V1Pod, status: V1PodStatus) -> None:
     """Bring a status to what the API would store: second-precision times, bounded
     termination messages, containers in a stable order."""
-    containers = (len(pod.spec.containers or []) + len(pod.spec.init_containers or [])
-                  + len(pod.spec.ephemeral_containers or []))
+    containers = len(all_containers(pod))
     message_budget = MAX_POD_TERMINATION_MESSAGE_LENGTH // max(containers, 1)
 
     def normalize_state(state: V1ContainerState | None) -> None:

@@ -62,6 +62,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import V1Pod, V1Volume
 
+from pykubelet.api import all_containers
 from pykubelet.api.nodeaffinity import node_selector_matches, selector_terms
 from pykubelet.util import klog
 from pykubelet.volumemanager.mount import MountError, bind_flags, bind_mount, is_mount_point
@@ -152,9 +153,7 @@ def mount_options(pv: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _volume_uses(pod: V1Pod, name: str) -> tuple[bool, bool]:
     """Whether some container has ``name`` in its volumeMounts, and in its volumeDevices."""
-    spec = pod.spec
-    containers: list[Any] = [*(spec.init_containers or []), *(spec.containers or []),
-                             *(spec.ephemeral_containers or [])] if spec else []
+    containers = all_containers(pod)
     mounts = any(m.name == name for c in containers for m in c.volume_mounts or [])
     devices = any(d.name == name for c in containers for d in c.volume_devices or [])
     return mounts, devices

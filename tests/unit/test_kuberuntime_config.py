@@ -507,6 +507,18 @@ def test_host_namespaces_and_privileged(sandbox_opts: SandboxOptions) -> None:
     assert security.namespace_options.pid == api_pb2.POD
 
 
+@pytest.mark.parametrize("kind", ["initContainers", "ephemeralContainers"])
+def test_a_privileged_container_of_any_kind_makes_the_sandbox_privileged(
+        sandbox_opts: SandboxOptions, kind: str) -> None:
+    other: dict[str, Any] = {"name": "other", "image": "busybox:1.35",
+                             "securityContext": {"privileged": True}}
+    plain = generate_pod_sandbox_config(make_pod(), 0, sandbox_opts).linux.security_context
+    pod = make_pod(**{kind: [other]})
+    security = generate_pod_sandbox_config(pod, 0, sandbox_opts).linux.security_context
+    assert not plain.privileged
+    assert security.privileged
+
+
 def test_hostname_rules(sandbox_opts: SandboxOptions) -> None:
     assert generate_pod_sandbox_config(make_pod(), 0, sandbox_opts).hostname == "web"
     assert generate_pod_sandbox_config(make_pod(hostname="h1"), 0, sandbox_opts).hostname == "h1"
