@@ -513,7 +513,7 @@ def test_a_privileged_container_of_any_kind_makes_the_sandbox_privileged(
     other: dict[str, Any] = {"name": "other", "image": "busybox:1.35",
                              "securityContext": {"privileged": True}}
     plain = generate_pod_sandbox_config(make_pod(), 0, sandbox_opts).linux.security_context
-    pod = make_pod(**{kind: [other]})
+    pod = make_pod(None, **{kind: [other]})
     security = generate_pod_sandbox_config(pod, 0, sandbox_opts).linux.security_context
     assert not plain.privileged
     assert security.privileged
