@@ -285,12 +285,6 @@ cmd_start() {
 
 # A daemon we started from a shell that has exited is reaped by whoever
 # adopted it, possibly much later: a zombie counts as stopped.
-process_running() {
-    local state
-    state="$(awk '{ sub(/.*\) /, ""); print $1 }' 2>/dev/null <"/proc/$1/stat")" || return 1
-    [[ -n "$state" && "$state" != Z ]]
-}
-
 # Usage: stop_daemon_process SIGNAL
 stop_daemon_process() {
     local signal="$1" pid waited=0

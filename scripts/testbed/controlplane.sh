@@ -64,6 +64,8 @@ MARKER=.pykubelet-controlplane
 BOOTSTRAP_GROUP=system:bootstrappers:kubeadm:default-node-token
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=daemon-lib.sh
+source "$here/daemon-lib.sh"
 
 log() { echo "controlplane.sh: $*" >&2; }
 
@@ -84,14 +86,6 @@ usage() {
     die "usage: $0 start|stop|status DIR | node-credentials DIR NAME | bootstrap-kubeconfig DIR | proxy-credentials DIR"
 }
 
-absolute_dir() {
-    local path="$1"
-    [[ "$path" == /* ]] || path="$PWD/$path"
-    path="$(echo "$path" | sed -e 's#//*#/#g' -e 's#/$##')"
-    [[ -n "$path" && "$path" != / ]] || die "refusing to use / as the control plane directory"
-    echo "$path"
-}
-
 find_bin_dir() {
     if [[ -n "${PYKUBELET_K8S_BIN_DIR:-}" ]]; then
         echo "$PYKUBELET_K8S_BIN_DIR"
@@ -106,17 +100,7 @@ find_bin_dir() {
 component_pid() {
     # The pid of COMPONENT if it is running, from its pid file; the command
     # line must name DIR, so a recycled pid is never taken for ours.
-    local pid_file="$dir/run/$1.pid" pid
-    [[ -s "$pid_file" ]] || return 1
-    pid="$(cat "$pid_file")"
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    # Read into a variable, not piped into grep -q: under pipefail, a grep that
-    # stops reading early can fail the pipeline and a live component would be
-    # taken for dead.
-    local args
-    args="$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline")" || return 1
-    [[ "$args" == *"$dir/"* ]] || return 1
-    echo "$pid"
+    pid_from_file "$dir/run/$1.pid" "$dir/"
 }
 
 component_exited() {
@@ -125,12 +109,9 @@ component_exited() {
     # have been recycled yet. Not component_pid: while the process execs (setsid
     # into the component) its command line reads empty for a moment, and a busy
     # machine makes that moment long enough to be caught.
-    local pid_file="$dir/run/$1.pid" pid state
-    [[ -s "$pid_file" ]] || return 0
-    pid="$(cat "$pid_file")"
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-    state="$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null)" || return 0
-    [[ -z "$state" || "$state" == Z ]]
+    local pid
+    pid="$(pid_in_file "$dir/run/$1.pid")" || return 0
+    ! process_running "$pid"
 }
 
 launch() {
@@ -641,6 +622,7 @@ main() {
     [[ $# -ge 2 ]] || usage
     local command="$1"
     dir="$(absolute_dir "$2")"
+    [[ "$dir" != / ]] || die "refusing to use / as the control plane directory"
     case "$command" in
         start)
             [[ $# -eq 2 ]] || usage

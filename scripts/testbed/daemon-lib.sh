@@ -1,4 +1,5 @@
-# Shell functions shared by the testbed's daemon scripts (containerd.sh, registry.sh).
+# Shell functions shared by the testbed's daemon scripts (containerd.sh, registry.sh,
+# dns.sh, controlplane.sh).
 # Sourced, not run.
 
 # The absolute form of a directory path, with // and trailing slashes collapsed, so
@@ -10,14 +11,29 @@ absolute_dir() {
     echo "${path:-/}"
 }
 
+# pid_in_file FILE: the pid FILE holds, whether or not anything runs under it.
+pid_in_file() {
+    local pid
+    [[ -s "$1" ]] || return 1
+    pid="$(cat "$1")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    echo "$pid"
+}
+
+# process_running PID: whether PID is a live process (not gone, not a zombie waiting
+# to be reaped).
+process_running() {
+    local state
+    state="$(awk '{ sub(/.*\) /, ""); print $1 }' 2>/dev/null <"/proc/$1/stat")" || return 1
+    [[ -n "$state" && "$state" != Z ]]
+}
+
 # pid_from_file FILE MATCH: the pid FILE holds, if that process runs with MATCH in its
 # command line. A stale pid file may name a recycled pid: the check makes sure the
 # process is the daemon this directory started.
 pid_from_file() {
     local file="$1" match="$2" pid
-    [[ -s "$file" ]] || return 1
-    pid="$(cat "$file")"
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    pid="$(pid_in_file "$file")" || return 1
     # Read whole, then matched: piped into grep -q, a grep that stops at the first match
     # can fail the pipeline under pipefail, and a live daemon would be taken for dead.
     local args

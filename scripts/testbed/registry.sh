@@ -201,12 +201,6 @@ EOF
 
 # A daemon we started from a shell that has exited is reaped by whoever
 # adopted it, possibly much later: a zombie counts as stopped.
-process_running() {
-    local state
-    state="$(awk '{ sub(/.*\) /, ""); print $1 }' 2>/dev/null <"/proc/$1/stat")" || return 1
-    [[ -n "$state" && "$state" != Z ]]
-}
-
 cmd_stop() {
     [[ -e "$dir" ]] || return 0
     local pid waited=0 hosts_dir
