@@ -10,8 +10,8 @@ in-tree sources a pod needs without a storage driver:
 - ``configMap``, ``secret``, ``downwardAPI``, ``projected``: files written by
   the ``AtomicWriter`` from API objects, pod fields and service-account
   tokens; rewritten on every pod sync so changes reach running containers.
-  Secrets, downwardAPI and projected volumes are on tmpfs; each is set up as
-  the emptyDir upstream wraps (root 0777, or 1777 on tmpfs);
+  Secrets, downwardAPI and projected volumes are on tmpfs; all four are set up
+  as the emptyDir upstream wraps (root 0777 on disk, 1777 on tmpfs);
 - ``persistentVolumeClaim``: the claim's ``local`` or ``hostPath``
   PersistentVolume (``persistent``).
 
