@@ -227,11 +227,11 @@ start_daemon() {
     pid=$!
     echo "$pid" >"$dir/containerd.pid"
     while [[ ! -S "$dir/containerd.sock" ]]; do
-        kill -0 "$pid" 2>/dev/null || die "containerd exited during start-up"
+        process_running "$pid" || die "containerd exited during start-up"
         ((waited++ < READY_TIMEOUT * 10)) || die "no socket after ${READY_TIMEOUT}s"
         sleep 0.1
     done
-    kill -0 "$pid" 2>/dev/null || die "containerd exited during start-up"
+    process_running "$pid" || die "containerd exited during start-up"
     python3 "$here/cri_tool.py" wait-ready "$dir/containerd.sock" "$READY_TIMEOUT" >&2 \
         || die "CRI plugin did not become ready"
 }

@@ -128,7 +128,7 @@ start_daemon() {
     pid=$!
     echo "$pid" >"$dir/registry.pid"
     while [[ -z "$host" ]]; do
-        kill -0 "$pid" 2>/dev/null || die "docker-registry exited during start-up"
+        process_running "$pid" || die "docker-registry exited during start-up"
         ((waited++ < READY_TIMEOUT * 10)) || die "docker-registry not listening after ${READY_TIMEOUT}s"
         sleep 0.1
         host="$(listening_host)"
