@@ -38,6 +38,7 @@ from kubernetes_asyncio.client.models import (
 from pykubelet.api import is_restartable_init_container
 from pykubelet.api.quantity import parse_quantity
 from pykubelet.api.yamlsafe import render
+from pykubelet.util.gotext import go_json_float
 
 DNS1123_LABEL_MAX_LENGTH = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
@@ -190,6 +191,10 @@ _INT64_FIELDS = frozenset({
     ("V1LinuxContainerUser", "supplemental_groups"),
     ("V1PodStatus", "observed_generation"), ("V1PodCondition", "observed_generation"),
 })
+# Quantity fields outside the quantity maps: strings in the models, but Go's Quantity
+# takes a bare JSON number too (``divisor: 1e6``, ``sizeLimit: 1e9``).
+_QUANTITY_FIELDS = frozenset({("V1ResourceFieldSelector", "divisor"),
+                              ("V1EmptyDirVolumeSource", "size_limit")})
 # ``IntOrString`` fields; the generated models type them as any ``object``.
 _INT_OR_STRING_FIELDS = frozenset({("V1HTTPGetAction", "port"), ("V1TCPSocketAction", "port")})
 # Go's time.RFC3339 as metav1.Time reads it (any number of fraction digits).
@@ -291,6 +296,8 @@ def _scalar(data: Any, type_name: str, path: str, problems: _Problems, owner: tu
     if type_name == "str":
         if isinstance(data, str):
             return data
+        if is_number and owner in _QUANTITY_FIELDS:
+            return _quantity_text(data, path, problems)
         problems.add(invalid(path, _brief(data), "expected a string"))
     elif type_name == "int":
         if isinstance(data, int) and not isinstance(data, bool):
@@ -381,7 +388,7 @@ def _quantity_text(number: float | None, path: str, problems: _Problems) -> str 
         if not math.isfinite(number):
             problems.add(invalid(path, number, "expected a finite number"))
             return None
-        return repr(number)
+        return go_json_float(number)  # the text upstream's YAML-to-JSON step gives it
     return str(number)
 
 

@@ -28,11 +28,17 @@ promises, so that everything downstream may assume JSON-shaped data:
 - the reader walks the parser's events with an explicit stack: no input can
   exhaust the Python stack here.
 
-Plain scalars resolve as YAML 1.1 does in PyYAML (``yes`` is true, ``0x1F`` is
-31, ``0755`` is octal) except that timestamps and base-60 numbers stay strings,
-as go-yaml leaves them. An integer beyond 64 bits becomes a float if one can
-hold it and otherwise stays a string, again as in go-yaml. Values reached
-through aliases are shared objects: callers treat results as read-only.
+Plain scalars resolve as go-yaml v2 resolves them, which is YAML 1.1 with Go's
+number syntax: ``yes`` is true, ``0x1F`` and ``0o37`` are 31, ``0755`` is
+octal, ``1e5`` and ``1.5e5`` are numbers (PyYAML's own resolver wants a dot and
+a signed exponent), ``08`` is the number 8, and timestamps and base-60 numbers
+stay strings. An integer beyond 64 bits becomes a float if one can hold it and
+otherwise stays a string. A number then reads as it would from the JSON that
+upstream's conversion writes: a float with an integral value below 1e21 is
+written without a fraction by Go's ``encoding/json``, so it is an ``int`` here
+(``2e9`` is 2000000000, ``80.0`` fits an integer field); a float map key is
+spelled as that conversion spells it (``1e+06``). Values reached through
+aliases are shared objects: callers treat results as read-only.
 
 ``describe`` and ``render`` show any value (circular, binary, huge) in an
 error message in bounded space.
@@ -48,6 +54,8 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import yaml
+
+from pykubelet.util.gotext import go_format_float
 
 MAX_DOCUMENT_BYTES: Final = 10 * 1024 * 1024  # upstream's limit on a manifest URL's body
 MAX_DEPTH: Final = 100  # a pod or a KubeletConfiguration needs about 15
@@ -65,6 +73,7 @@ _ALIAS_RANGE_LOW: Final = 400_000
 _ALIAS_RANGE_HIGH: Final = 4_000_000
 
 _INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
 _UINT64_MAX: Final = 2**64 - 1
 
 _TAG_PREFIX: Final = "tag:yaml.org,2002:"
@@ -85,11 +94,20 @@ _RESOLVABLE_FIRST: Final = frozenset("0123456789+-.~<nNtTfFyYoO")
 _INFINITIES: Final = frozenset(f"{sign}.{word}" for sign in ("", "+", "-")
                                for word in ("inf", "Inf", "INF"))
 _NANS: Final = frozenset({".nan", ".NaN", ".NAN"})
-_INT: Final = re.compile(r"[-+]?(?:0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]+|0|[1-9][0-9_]*)")
-_FLOAT: Final = re.compile(r"[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*)(?:[eE][-+][0-9]+)?")
-_EXPLICIT_FLOAT: Final = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+# strconv.ParseInt's syntax with base 0, on the text with its underscores removed.
+_GO_INT: Final = re.compile(
+    r"([-+]?)(0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|0[0-7]*|[1-9][0-9]*)")
+_GO_INT_PREFIXES: Final = {"0x": 16, "0b": 2, "0o": 8}
+# go-yaml's float syntax, on the text with its underscores removed.
+_GO_FLOAT: Final = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+# A plain scalar that starts with a dot: strconv.ParseFloat on the text as written, which
+# takes an underscore between two digits (Go's literal syntax) and nowhere else.
+_DOT_FLOAT: Final = re.compile(r"\.[0-9](?:_?[0-9])*(?:[eE][-+]?[0-9](?:_?[0-9])*)?")
 # The most digits a 64-bit integer can have in each base (after leading zeros).
 _MAX_DIGITS: Final = {2: 64, 8: 22, 10: 20, 16: 16}
+# From here on Go's encoding/json writes a float64 in exponent form, so a JSON
+# decoder reads it as a float even when its value is integral.
+_JSON_EXPONENT_FROM: Final = 1e21
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -152,28 +170,56 @@ def decode_text(data: bytes | str) -> str:
 # --- scalars ----------------------------------------------------------------------------------
 
 
-def _parse_int(text: str) -> int | None:
-    """A YAML 1.1 integer's value if it fits 64 bits (signed or not), else ``None``."""
-    plain = text.replace("_", "")
-    sign = -1 if plain.startswith("-") else 1
-    digits = plain.lstrip("+-")
-    base = 10
-    if digits.startswith(("0b", "0x")):
-        base = 2 if digits[1] == "b" else 16
-        digits = digits[2:]
-    elif len(digits) > 1 and digits.startswith("0"):
-        base = 8
-    digits = digits.lstrip("0") or ("0" if digits else "")
-    if not digits or len(digits) > _MAX_DIGITS[base]:
+def _go_int(plain: str) -> int | None:
+    """``plain`` read as strconv.ParseInt(plain, 0, 64) reads it, or failing that as
+    ParseUint (no sign, up to 2^64-1); ``None`` when neither accepts it."""
+    match = _GO_INT.fullmatch(plain)
+    if match is None:
         return None
-    value = sign * int(digits, base)
-    return value if _INT64_MIN <= value <= _UINT64_MAX else None
+    sign, body = match.groups()
+    base = _GO_INT_PREFIXES.get(body[:2].lower(), 10)
+    if base != 10:
+        body = body[2:]
+    elif len(body) > 1 and body[0] == "0":
+        base = 8  # a leading zero
+    digits = body.lstrip("0") or "0"
+    if len(digits) > _MAX_DIGITS[base]:
+        return None
+    magnitude = int(digits, base)
+    if sign == "-":
+        return -magnitude if -magnitude >= _INT64_MIN else None
+    if magnitude <= _INT64_MAX or (not sign and magnitude <= _UINT64_MAX):
+        return magnitude
+    return None
 
 
-def _parse_float(text: str) -> float | None:
+def _finite_float(text: str) -> float | None:
     """A finite float, or ``None`` when it overflows (go-yaml keeps such text a string)."""
-    value = float(text.replace("_", ""))
+    value = float(text)
     return value if math.isfinite(value) else None
+
+
+def _number(text: str) -> int | float | str:
+    """A scalar that may be a number, as go-yaml v2 resolves it; ``text`` if it is none."""
+    if text[0] == ".":
+        number = _finite_float(text.replace("_", "")) if _DOT_FLOAT.fullmatch(text) else None
+        return text if number is None else number
+    plain = text.replace("_", "")
+    integer = _go_int(plain)
+    if integer is not None:
+        return integer
+    if _GO_FLOAT.fullmatch(plain):
+        number = _finite_float(plain)
+        return text if number is None else number
+    return text
+
+
+def _as_json_number(value: float) -> int | float:
+    """A float as a JSON decoder reads it back from Go's ``encoding/json``: integral
+    values below 1e21 are written without a fraction, so they read as integers."""
+    if value.is_integer() and abs(value) < _JSON_EXPONENT_FROM:
+        return int(value)
+    return value
 
 
 def _plain_scalar(text: str, event: Any) -> Any:
@@ -190,18 +236,7 @@ def _plain_scalar(text: str, event: Any) -> Any:
     first = text[0]
     if not (first.isdigit() or first in "+-."):
         return text
-    if _INT.fullmatch(text):
-        value = _parse_int(text)
-        if value is not None:
-            return value
-        if text.replace("_", "").lstrip("+-").isdigit():
-            number = _parse_float(text)
-            return text if number is None else number
-        return text
-    if _FLOAT.fullmatch(text):
-        number = _parse_float(text)
-        return text if number is None else number
-    return text
+    return _number(text)
 
 
 def _tagged_scalar(tag: str, text: str, line: int) -> Any:
@@ -211,19 +246,20 @@ def _tagged_scalar(tag: str, text: str, line: int) -> Any:
         return None
     if tag == _BOOL_TAG and text in _BOOLS:
         return _BOOLS[text]
-    if tag == _INT_TAG and _INT.fullmatch(text):
-        value = _parse_int(text)
-        if value is not None:
-            return value
-        raise DocumentError([f"line {line}: integer {render(text)} does not fit in 64 bits"])
+    number = _number(text) if text else text
+    if tag == _INT_TAG:
+        if isinstance(number, int):
+            return number
+        if _GO_INT.fullmatch(text.replace("_", "")):
+            raise DocumentError([f"line {line}: integer {render(text)} does not fit in "
+                                 f"64 bits"])
     if tag == _FLOAT_TAG:
         if text in _INFINITIES or text in _NANS:
             raise DocumentError([f"line {line}: {text} has no JSON representation"])
-        if _EXPLICIT_FLOAT.fullmatch(text.replace("_", "")):
-            number = _parse_float(text)
-            if number is None:
-                raise DocumentError([f"line {line}: number {render(text)} is out of range"])
-            return number
+        if isinstance(number, int | float):
+            return float(number)
+        if _GO_FLOAT.fullmatch(text.replace("_", "")):
+            raise DocumentError([f"line {line}: number {render(text)} is out of range"])
     if tag in (_NULL_TAG, _BOOL_TAG, _INT_TAG, _FLOAT_TAG):
         raise DocumentError([f"line {line}: cannot decode {render(text)} as "
                              f"!!{tag.removeprefix(_TAG_PREFIX)}"])
@@ -244,7 +280,7 @@ def _map_key(value: Any, event: Any) -> str | _Merge:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
+        return go_format_float(value, "g")
     what = "null" if value is None else "a collection"
     raise DocumentError([f"line {_line(event)}: a map key must be a string, number or "
                          f"boolean, not {what}"])
@@ -338,8 +374,11 @@ class _Reader:
         else:
             value = _tagged_scalar(event.tag, text, _line(event))
         stack = self.stack
-        if value is _MERGE and not (stack and stack[-1].is_map and stack[-1].key is _NO_KEY):
+        is_key = bool(stack) and stack[-1].is_map and stack[-1].key is _NO_KEY
+        if value is _MERGE and not is_key:
             value = text  # "<<" merges only as a mapping key
+        elif isinstance(value, float) and not is_key:
+            value = _as_json_number(value)  # a key keeps the float: it is spelled from it
         self.nodes += 1
         if self.nodes > MAX_NODES:
             self.counted(0, event)

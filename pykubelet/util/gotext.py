@@ -1,13 +1,24 @@
-"""Go's spelling of strings in messages that must read as upstream's.
+"""Go's spelling of strings and numbers where pykubelet's text must read as upstream's.
 
 Upstream builds many of the messages users see (admission reasons, hook
 failures, device-plugin refusals, ``--version``) with ``%q``, Go's
 ``strconv.Quote``. A user comparing pykubelet's text with the Go kubelet's, or a
 test of upstream's e2e suite matching it, needs the same quoting, so it is
 written once, here.
+
+Floats too: upstream turns a manifest's YAML into JSON before decoding it, so a
+YAML float reaches the decoder as ``encoding/json`` writes a ``float64``, and a
+float map key as ``strconv.FormatFloat(f, 'g', -1, 64)`` spells it. A quantity
+written as a bare number keeps that text, which the Go kubelet 1.20's container
+hash sees. Python's ``repr`` picks other cut-offs between positional and
+exponent forms (``1e+16`` against Go's ``10000000000000000``), so the Go
+spellings live here.
 """
 
 from __future__ import annotations
+
+import math
+from decimal import Decimal
 
 # strconv.Quote's short escapes; every other non-printable character is spelled by
 # its code point.
@@ -45,4 +56,49 @@ def _invalid_utf8(char: str) -> str:
     return "".join(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
 
 
-__all__ = ["go_quote"]
+def _shortest_digits(value: float) -> tuple[str, int]:
+    """The fewest decimal digits that read back as ``abs(value)``, and the position of
+    the decimal point relative to them (``1.5`` is ``("15", 1)``, ``0.001`` ``("1", -2)``)."""
+    sign_digits_exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(str(digit) for digit in sign_digits_exponent.digits)
+    exponent = sign_digits_exponent.exponent
+    assert isinstance(exponent, int)  # finite values only
+    return digits, len(digits) + exponent
+
+
+def go_format_float(value: float, verb: str) -> str:
+    """``strconv.FormatFloat(value, verb, -1, 64)`` for a finite ``value`` and ``verb``
+    ``'e'``, ``'f'`` or ``'g'``: the shortest digits that read back, laid out as Go does
+    (``'g'`` takes the exponent form below 1e-4 and from 1e6 on: ``1e+06``)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} has no Go decimal spelling here")
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    if value == 0:
+        return {"e": f"{sign}0e+00", "f": f"{sign}0", "g": f"{sign}0"}[verb]
+    digits, point = _shortest_digits(value)
+    exponent = point - 1
+    if verb == "g":
+        # With the shortest digits, strconv decides by a precision of 6.
+        verb = "e" if exponent < -4 or exponent >= 6 else "f"
+    if verb == "e":
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return sign + digits + "0" * (point - len(digits))
+    return f"{sign}{digits[:point]}.{digits[point:]}"
+
+
+def go_json_float(value: float) -> str:
+    """A finite ``float64`` as Go's ``encoding/json`` writes it: positional from 1e-6 up
+    to 1e21, otherwise the exponent form with at least one exponent digit (``1e-7``)."""
+    magnitude = abs(value)
+    if magnitude != 0 and (magnitude < 1e-6 or magnitude >= 1e21):
+        text = go_format_float(value, "e")
+        mantissa, _, exponent = text.partition("e")
+        return f"{mantissa}e{exponent[0]}{exponent[1:].lstrip('0') or '0'}"
+    return go_format_float(value, "f")
+
+
+__all__ = ["go_format_float", "go_json_float", "go_quote"]

@@ -174,6 +174,51 @@ def host_network_pod(name: str, image: str) -> dict[str, Any]:
     }
 
 
+def yaml_numbers_pod(name: str, image: str) -> str:
+    """YAML with bare numbers where the API wants quantities and integers, in spellings
+    Go's YAML reader takes for numbers and PyYAML's resolver would keep as text (``2e9``,
+    ``6e2``, ``0o17``), integral floats in integer fields (``30.0``), and a bare number
+    for a quantity outside the resource lists (``divisor``, ``sizeLimit``)."""
+    return f"""\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  terminationGracePeriodSeconds: 3e1
+  volumes:
+  - name: scratch
+    emptyDir:
+      sizeLimit: 1e9
+  containers:
+  - name: numbers
+    image: {image}
+    command: [sh, -c, sleep 3600]
+    env:
+    - name: MEMORY_MB
+      valueFrom:
+        resourceFieldRef:
+          resource: limits.memory
+          divisor: 1e6
+    ports:
+    - containerPort: 8.08e3
+    - containerPort: 0o17
+    resources:
+      limits:
+        memory: 2e9
+        cpu: 1.5e0
+        ephemeral-storage: 1.5e9
+      requests:
+        memory: 1E8
+        cpu: 0.00001
+    livenessProbe:
+      tcpSocket:
+        port: 8.08e3
+      initialDelaySeconds: 6e2
+      periodSeconds: 30.0
+"""
+
+
 def listed_hashes(endpoint: str, pod_name: str) -> dict[str, str]:
     """The hash annotation of each container of the pod, by container name, over CRI."""
 
@@ -203,10 +248,11 @@ def test_pykubelet_computes_the_hash_the_go_kubelet_wrote(
     manifests = {}
     for make in (busybox_pod, edge_pod, host_network_pod):
         name = make.__name__.replace("_", "-")
-        # JSON, not YAML: PyYAML and Go's YAML reader disagree on whether a bare 2e9 is a
-        # number (Go: 2G) or a string (pykubelet: 2e9).
         manifests[name] = go_kubelet.manifests / f"{name}.json"
         manifests[name].write_text(json.dumps(make(name, testbed.busybox_image)))
+    manifests["yaml-numbers"] = go_kubelet.manifests / "yaml-numbers.yaml"
+    manifests["yaml-numbers"].write_text(yaml_numbers_pod("yaml-numbers",
+                                                          testbed.busybox_image))
 
     ours: dict[str, str] = {}
     shown = []
@@ -227,6 +273,6 @@ def test_pykubelet_computes_the_hash_the_go_kubelet_wrote(
     written = wait_until(go_hashes, CONTAINERS_SECONDS, "the Go kubelet's containers",
                          ignore=(RuntimeUnavailableError,),  # a containerd slow to answer
                          on_timeout=lambda: go_kubelet.log_text()[-3000:])
-    assert len(ours) == 7
+    assert len(ours) == 8
     joined = "\n".join(shown)
     assert ours == written, f"pykubelet's JSON of the containers:\n{joined}"

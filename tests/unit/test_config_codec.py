@@ -86,6 +86,15 @@ def test_wrong_type_names_the_field() -> None:
     assert any(e.startswith("failSwapOn:") and "bool" in e for e in errors)
 
 
+def test_numbers_in_go_spellings_decode_as_the_go_kubelet_reads_them() -> None:
+    # Upstream turns the YAML into JSON first: 1.1e2 and 50.0 are written as 110 and 50.
+    config, errors = decode("maxPods: 1.1e2\nkubeAPIQPS: 50.0\nkubeAPIBurst: 0o144\n")
+    assert errors == []
+    assert (config.max_pods, config.kube_api_qps, config.kube_api_burst) == (110, 50, 100)
+    _, errors = decode("maxPods: 110.5\n")
+    assert errors == ["maxPods: cannot unmarshal number 110.5 into a field of type int32"]
+
+
 def test_every_decoding_problem_is_reported_together() -> None:
     _, errors = decode("prot: 1\nsyncFrequency: 5 minutes\nmaxPods: many\nauthorization: []\n")
     assert len(errors) == 4

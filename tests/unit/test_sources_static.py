@@ -159,6 +159,59 @@ def test_unusable_manifests_are_rejected_with_the_reason(manifest: str, reason: 
         decode(manifest)
 
 
+NUMBERS_AS_GO_READS_THEM = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: numbers}
+spec:
+  terminationGracePeriodSeconds: 3e1
+  volumes: [{name: scratch, emptyDir: {sizeLimit: 1e9}}]
+  containers:
+  - name: c
+    image: busybox:1.35
+    ports: [{containerPort: 8.08e3}, {containerPort: 0o17}]
+    env:
+    - name: MEMORY_MB
+      valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1e6}}
+    resources:
+      limits: {memory: 2e9, cpu: 1.5e0}
+      requests: {memory: 1E8, cpu: 0.00001}
+"""
+
+
+def test_numbers_read_as_go_yaml_reads_them_give_the_pod_their_json_gives() -> None:
+    # What upstream's YAML-to-JSON step writes for the YAML above.
+    as_json = json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "numbers"},
+        "spec": {
+            "terminationGracePeriodSeconds": 30,
+            "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": 1000000000}}],
+            "containers": [{
+                "name": "c", "image": "busybox:1.35",
+                "ports": [{"containerPort": 8080}, {"containerPort": 15}],
+                "env": [{"name": "MEMORY_MB", "valueFrom": {"resourceFieldRef": {
+                    "resource": "limits.memory", "divisor": 1000000}}}],
+                "resources": {"limits": {"memory": 2000000000, "cpu": 1.5},
+                              "requests": {"memory": 100000000, "cpu": 0.00001}},
+            }],
+        },
+    })
+    from_yaml, from_json = decode(NUMBERS_AS_GO_READS_THEM), decode(as_json)
+    assert to_dict(from_yaml.spec) == to_dict(from_json.spec)
+    assert from_yaml.metadata.uid == from_json.metadata.uid
+    container = from_yaml.spec.containers[0]
+    assert container.resources.limits["memory"] == "2000000000"
+    assert container.resources.requests["cpu"] == "0.00001"  # not Python's 1e-05
+    assert container.env[0].value_from.resource_field_ref.divisor == "1000000"
+    assert from_yaml.spec.volumes[0].empty_dir.size_limit == "1000000000"
+
+
+def test_a_fraction_in_an_integer_field_is_refused() -> None:
+    with pytest.raises(ManifestError, match=r"containerPort: Invalid value: 80.5: expected an "
+                                            r"integer"):
+        decode(MANIFEST.replace("containerPort: 80", "containerPort: 80.5"))
+
+
 def test_rfc3339_nano_trims_trailing_zeros() -> None:
     assert rfc3339_nano(1_700_000_000_120_000_000) == "2023-11-14T22:13:20.12Z"
     assert rfc3339_nano(1_700_000_000_000_000_000) == "2023-11-14T22:13:20Z"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 from typing import Any
 
 import pytest
@@ -22,20 +23,55 @@ from pykubelet.api.yamlsafe import (
 @pytest.mark.parametrize(("text", "value"), [
     ("a", "a"), ("'1'", "1"), ("1", 1), ("-0x1F", -31), ("0755", 0o755), ("0b101", 5),
     ("1_000", 1000), ("1.5", 1.5), ("yes", True), ("Off", False), ("~", None), ("", None),
-    ("1e5", "1e5"),  # YAML 1.1 floats need a dot
     ("8080:80", "8080:80"), ("2001-12-14", "2001-12-14"),  # no base 60, no timestamps
     ("18446744073709551615", 2**64 - 1), ("-9223372036854775808", -(2**63)),
-    ("18446744073709551616", float(2**64)),  # beyond 64 bits: a float, as go-yaml
+    # Beyond 64 bits: a float, as go-yaml; integral, so JSON writes all its digits.
+    ("18446744073709551616", 2**64), ("+18446744073709551615", 2**64),
     ("1" + "0" * 400, "1" + "0" * 400),  # beyond a float too: text, as go-yaml
-    ("0b_", "0b_"), ("!!str 12", "12"), ("!!float 1", 1.0), ("=", "="), ("<<", "<<"),
+    ("0b_", "0b_"), ("!!str 12", "12"), ("!!float 1", 1), ("=", "="), ("<<", "<<"),
+    # Go's number syntax, where PyYAML's YAML 1.1 resolver would keep a string.
+    ("1e5", 100000), ("2e9", 2_000_000_000), ("1E3", 1000), ("1.5e5", 150000),
+    ("0o17", 15), ("0O17", 15), ("0X1f", 31), ("0B11", 3), ("-0b101", -5),
+    ("08", 8), ("09.5", 9.5), ("+12", 12), ("1_0.5", 10.5),
+    # A float whose value is integral reads as an integer, as from Go's JSON.
+    ("80.0", 80), ("1e20", 10**20), ("-0.0", 0),
+    # Fractions, and 1e21 and up, which Go's JSON writes with an exponent, stay floats.
+    ("1.5e-7", 1.5e-7), ("1e21", 1e21), ("1.25", 1.25),
+    # A leading dot: Go's float parser on the text as written (underscores between digits).
+    (".5", 0.5), (".5e1", 5), ("+.5", 0.5), (".5_0", 0.5), ("._5", "._5"), (".5__0", ".5__0"),
+    (".", "."),
+    ("1e400", "1e400"), ("1.2.3", "1.2.3"), ("0x", "0x"), ("1e", "1e"),
 ])
 def test_scalars_resolve_as_json_values(text: str, value: Any) -> None:
-    assert load_document(f"v: {text}\n") == {"v": value}
+    loaded = load_document(f"v: {text}\n")
+    assert loaded == {"v": value}
+    assert type(loaded["v"]) is type(value)
 
 
 def test_keys_are_strings_as_upstreams_conversion_makes_them() -> None:
-    assert load_document("{1: a, true: b, 2.0: c, 1.5: d}") == {
-        "1": "a", "true": "b", "2": "c", "1.5": "d"}
+    assert load_document("{1: a, true: b, 2.0: c, 1.5: d, 1e6: e, 123456.0: f, 0.00001: g, "
+                         "2e9: h}") == {
+        "1": "a", "true": "b", "2": "c", "1.5": "d", "1e+06": "e", "123456": "f",
+        "1e-05": "g", "2e+09": "h"}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("!!int 1e3", 'cannot decode "1e3" as !!int'),
+    ("!!int 99999999999999999999", "does not fit in 64 bits"),
+    ("!!float 1e400", "is out of range"),
+])
+def test_tagged_numbers_that_do_not_resolve_to_their_tag_are_refused(
+        text: str, message: str) -> None:
+    with pytest.raises(DocumentError, match=re.escape(message)):
+        load_document(f"v: {text}\n")
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("!!int 0o17", 15), ("!!int 1_000", 1000), ("!!float 0x10", 16), ("!!float 2e9", 2e9),
+    ("!!float 1.5", 1.5),
+])
+def test_tagged_numbers_resolve_as_go_yaml_resolves_them(text: str, value: Any) -> None:
+    assert load_document(f"v: {text}\n") == {"v": value}
 
 
 @pytest.mark.parametrize(("text", "message"), [
