@@ -47,35 +47,23 @@ def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
                           check=False)
 
 
-def test_a_containerd_that_dies_at_start_up_is_reported_with_its_last_words(
-        short_dir: Path, tmp_path: Path) -> None:
-    words = "stand-in containerd: the root directory is unusable"
-    env = dying_daemon(tmp_path / "path", "containerd", words)
-    script = str(SCRIPTS_DIR / "containerd.sh")
+@pytest.mark.parametrize(("script", "daemon", "subdir", "timed_out"), [
+    ("containerd.sh", "containerd", "c", "no socket after"),
+    ("registry.sh", "docker-registry", "r", "not listening after"),
+])
+def test_a_daemon_that_dies_at_start_up_is_reported_with_its_last_words(
+        short_dir: Path, tmp_path: Path, script: str, daemon: str, subdir: str,
+        timed_out: str) -> None:
+    words = f"stand-in {daemon}: its directory is unusable"
+    env = dying_daemon(tmp_path / "path", daemon, words)
+    argv = [str(SCRIPTS_DIR / script), "start", str(short_dir / subdir)]
     try:
-        result = run([script, "start", str(short_dir / "c")], env)
+        result = run(argv, env)
     finally:
-        run([script, "stop", str(short_dir / "c")], dict(os.environ))
+        run([argv[0], "stop", argv[2]], dict(os.environ))
 
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
-    assert "containerd exited during start-up" in output
+    assert f"{daemon} exited during start-up" in output
     assert words in output
-    assert "no socket after" not in output
-
-
-def test_a_registry_that_dies_at_start_up_is_reported_with_its_last_words(
-        short_dir: Path, tmp_path: Path) -> None:
-    words = "stand-in docker-registry: the storage directory is unusable"
-    env = dying_daemon(tmp_path / "path", "docker-registry", words)
-    script = str(SCRIPTS_DIR / "registry.sh")
-    try:
-        result = run([script, "start", str(short_dir / "r")], env)
-    finally:
-        run([script, "stop", str(short_dir / "r")], dict(os.environ))
-
-    output = result.stdout + result.stderr
-    assert result.returncode != 0, output
-    assert "docker-registry exited during start-up" in output
-    assert words in output
-    assert "not listening after" not in output
+    assert timed_out not in output
