@@ -29,13 +29,16 @@ from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.client import models as k8s_models
 from kubernetes_asyncio.client.models import (
     V1Container,
+    V1DownwardAPIVolumeFile,
     V1Pod,
     V1PodSpec,
     V1Probe,
+    V1ResourceFieldSelector,
     V1Volume,
 )
 
 from pykubelet.api import is_restartable_init_container
+from pykubelet.api.gojson import go_quantity
 from pykubelet.api.quantity import parse_quantity
 from pykubelet.api.yamlsafe import render
 from pykubelet.util.gotext import go_json_float
@@ -576,7 +579,27 @@ def _volume_errors(volumes: list[V1Volume], errors: list[str]) -> set[str]:
             kind = volume.host_path.type
             if kind is not None and kind not in HOST_PATH_TYPES:
                 errors.append(not_supported(f"{path}.hostPath.type", kind, HOST_PATH_TYPES))
+        for files, files_path in _downward_api_files(volume, path):
+            for number, file in enumerate(files):
+                if file.resource_field_ref is not None:
+                    errors.extend(_resource_field_ref_errors(
+                        file.resource_field_ref, f"{files_path}[{number}].resourceFieldRef",
+                        in_volume=True))
     return names
+
+
+def _downward_api_files(volume: V1Volume,
+                        path: str) -> list[tuple[list[V1DownwardAPIVolumeFile], str]]:
+    """The downward API file lists of a volume (its own, or its projected sources')."""
+    found = []
+    if volume.downward_api is not None:
+        found.append((volume.downward_api.items or [], f"{path}.downwardAPI.items"))
+    if volume.projected is not None:
+        for number, source in enumerate(volume.projected.sources or []):
+            if source.downward_api is not None:
+                found.append((source.downward_api.items or [],
+                              f"{path}.projected.sources[{number}].downwardAPI.items"))
+    return found
 
 
 def _container_errors(container: V1Container, path: str, volume_names: set[str],
@@ -684,6 +707,54 @@ def _env_errors(container: V1Container, path: str) -> list[str]:
             if env.value:
                 errors.append(invalid(f"{env_path}.valueFrom", "",
                                       "may not be specified when `value` is not empty"))
+            if env.value_from.resource_field_ref is not None:
+                errors.extend(_resource_field_ref_errors(
+                    env.value_from.resource_field_ref, f"{env_path}.valueFrom.resourceFieldRef",
+                    in_volume=False))
+    return errors
+
+
+# What a resourceFieldRef (env or downward API file) may expose, and with which divisors.
+_RESOURCE_FIELD_PATHS = ("limits.cpu", "limits.ephemeral-storage", "limits.memory",
+                         "requests.cpu", "requests.ephemeral-storage", "requests.memory")
+_HUGE_PAGES_FIELD_PREFIXES = ("limits.hugepages-", "requests.hugepages-")
+_BYTE_DIVISORS = ("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi",
+                  "1Ei")
+# Resource (after "limits."/"requests.") -> the divisors it takes, and how the refusal names it.
+_DIVISORS = {"cpu": (("1m", "1"), "the cpu resource"),
+             "memory": (_BYTE_DIVISORS, "the memory resource"),
+             "ephemeral-storage": (_BYTE_DIVISORS, "the local ephemeral storage resource"),
+             "hugepages-": (_BYTE_DIVISORS, "the hugepages resource")}
+
+
+def _resource_field_ref_errors(ref: V1ResourceFieldSelector, path: str, *,
+                              in_volume: bool) -> list[str]:
+    """Upstream's checks of a ``resourceFieldRef``: a container named (in a volume), a
+    resource the downward API exposes, and a divisor that resource supports."""
+    errors: list[str] = []
+    resource = ref.resource or ""
+    huge_pages = resource.startswith(_HUGE_PAGES_FIELD_PREFIXES)
+    if in_volume and not ref.container_name:
+        errors.append(required(f"{path}.containerName"))
+    elif not resource:
+        errors.append(required(f"{path}.resource"))
+    elif resource not in _RESOURCE_FIELD_PATHS and not huge_pages:
+        errors.append(not_supported(f"{path}.resource", resource, _RESOURCE_FIELD_PATHS))
+    if ref.divisor is None:
+        return errors
+    try:
+        if parse_quantity(ref.divisor) == 0:
+            return errors  # the zero quantity is an unset divisor: 1
+    except ValueError as err:
+        return [*errors, invalid(f"{path}.divisor", str(ref.divisor), str(err))]
+    if resource not in _RESOURCE_FIELD_PATHS and not huge_pages:
+        return errors
+    kind = "hugepages-" if huge_pages else resource.partition(".")[2]
+    allowed, what = _DIVISORS[kind]
+    if go_quantity(ref.divisor) not in allowed:
+        spelled = " and ".join(allowed) if kind == "cpu" else ", ".join(allowed)
+        errors.append(invalid(f"{path}.divisor", resource,
+                              f"only divisor's values {spelled} are supported with {what}"))
     return errors
 
 

@@ -115,7 +115,52 @@ CASES = [
      "spec.containers[0].ports[0].hostPort: Invalid value: 8080: must match `containerPort`"),
     (two_containers_on_host_port_80,
      'spec.containers[1].ports[0].hostPort: Duplicate value: "80/TCP"'),
+    (lambda d: app(d)["env"].append(resource_env("limits.cpu", "2")),
+     'spec.containers[0].env[1].valueFrom.resourceFieldRef.divisor: Invalid value: '
+     '"limits.cpu": only divisor\'s values 1m and 1 are supported with the cpu resource'),
+    (lambda d: app(d)["env"].append(resource_env("requests.memory", "1e3")),
+     'spec.containers[0].env[1].valueFrom.resourceFieldRef.divisor: Invalid value: '
+     '"requests.memory": only divisor\'s values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, '
+     '1Ti, 1Pi, 1Ei are supported with the memory resource'),
+    (lambda d: app(d)["env"].append(resource_env("limits.ephemeral-storage", "10u")),
+     'spec.containers[0].env[1].valueFrom.resourceFieldRef.divisor: Invalid value: '
+     '"limits.ephemeral-storage": only divisor\'s values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, '
+     '1Gi, 1Ti, 1Pi, 1Ei are supported with the local ephemeral storage resource'),
+    (lambda d: app(d)["env"].append(resource_env("limits.hugepages-2Mi", "1m")),
+     'spec.containers[0].env[1].valueFrom.resourceFieldRef.divisor: Invalid value: '
+     '"limits.hugepages-2Mi": only divisor\'s values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, '
+     '1Ti, 1Pi, 1Ei are supported with the hugepages resource'),
+    (lambda d: app(d)["env"].append(resource_env("limits.gpu", None)),
+     'spec.containers[0].env[1].valueFrom.resourceFieldRef.resource: Unsupported value: '
+     '"limits.gpu": supported values: "limits.cpu", "limits.ephemeral-storage", '
+     '"limits.memory", "requests.cpu", "requests.ephemeral-storage", "requests.memory"'),
+    (lambda d: d["spec"]["volumes"].append({"name": "info", "downwardAPI": {"items": [
+        {"path": "cpu", "resourceFieldRef": {"resource": "limits.cpu"}}]}}),
+     "spec.volumes[1].downwardAPI.items[0].resourceFieldRef.containerName: Required value"),
+    (lambda d: d["spec"]["volumes"].append({"name": "all", "projected": {"sources": [
+        {"configMap": {"name": "c"}},
+        {"downwardAPI": {"items": [{"path": "mem", "resourceFieldRef": {
+            "containerName": "app", "resource": "limits.memory", "divisor": "3Mi"}}]}}]}}),
+     'spec.volumes[1].projected.sources[1].downwardAPI.items[0].resourceFieldRef.divisor: '
+     'Invalid value: "limits.memory": only divisor'),
 ]
+
+
+def resource_env(resource: str, divisor: str | None) -> dict[str, Any]:
+    ref = {"resource": resource, **({"divisor": divisor} if divisor is not None else {})}
+    return {"name": "FROM_RESOURCES", "valueFrom": {"resourceFieldRef": ref}}
+
+
+@pytest.mark.parametrize("divisor", ["1m", "1", "1000m", "0", None])
+def test_cpu_divisors_upstream_accepts_pass(divisor: str | None) -> None:
+    assert errors_for(lambda d: app(d)["env"].append(resource_env("limits.cpu", divisor))) == []
+
+
+@pytest.mark.parametrize("resource", ["requests.memory", "limits.ephemeral-storage",
+                                      "limits.hugepages-1Gi"])
+@pytest.mark.parametrize("divisor", ["1", "1k", "1Mi", "1Ei", "1024Ki"])
+def test_byte_divisors_upstream_accepts_pass(resource: str, divisor: str) -> None:
+    assert errors_for(lambda d: app(d)["env"].append(resource_env(resource, divisor))) == []
 
 
 @pytest.mark.parametrize(("change", "expected"), CASES)
