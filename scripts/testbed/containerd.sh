@@ -283,8 +283,6 @@ cmd_start() {
     log "containerd ready at unix://$dir/containerd.sock"
 }
 
-# A daemon we started from a shell that has exited is reaped by whoever
-# adopted it, possibly much later: a zombie counts as stopped.
 # Usage: stop_daemon_process SIGNAL
 stop_daemon_process() {
     local signal="$1" pid waited=0

@@ -21,7 +21,8 @@ pid_in_file() {
 }
 
 # process_running PID: whether PID is a live process (not gone, not a zombie waiting
-# to be reaped).
+# to be reaped). A daemon started from a shell that has since exited is reaped by
+# whoever adopted it, possibly much later, so a zombie counts as stopped.
 process_running() {
     local state
     state="$(awk '{ sub(/.*\) /, ""); print $1 }' 2>/dev/null <"/proc/$1/stat")" || return 1

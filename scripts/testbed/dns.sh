@@ -44,7 +44,6 @@ die() {
 
 watcher_pid() { pid_from_file "$dir/cluster-dns.pid" "testsupport.cluster_dns --kubeconfig"; }
 
-# A process started from a shell that has exited may be reaped late: a zombie counts as stopped.
 cmd_start() {
     local kubeconfig="${1:-}" listen="${2:-}" domain="${3:-cluster.local}" pid waited=0
     [[ -n "$kubeconfig" && -n "$listen" ]] || die "usage: dns.sh start DIR KUBECONFIG ADDR:PORT [DOMAIN]"

@@ -199,8 +199,6 @@ EOF
     grep -qxF "$hosts_dir" "$dir/trusted" 2>/dev/null || echo "$hosts_dir" >>"$dir/trusted"
 }
 
-# A daemon we started from a shell that has exited is reaped by whoever
-# adopted it, possibly much later: a zombie counts as stopped.
 cmd_stop() {
     [[ -e "$dir" ]] || return 0
     local pid waited=0 hosts_dir
