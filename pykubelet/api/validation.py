@@ -720,11 +720,17 @@ _RESOURCE_FIELD_PATHS = ("limits.cpu", "limits.ephemeral-storage", "limits.memor
 _HUGE_PAGES_FIELD_PREFIXES = ("limits.hugepages-", "requests.hugepages-")
 _BYTE_DIVISORS = ("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi",
                   "1Ei")
-# Resource (after "limits."/"requests.") -> the divisors it takes, and how the refusal names it.
-_DIVISORS = {"cpu": (("1m", "1"), "the cpu resource"),
-             "memory": (_BYTE_DIVISORS, "the memory resource"),
-             "ephemeral-storage": (_BYTE_DIVISORS, "the local ephemeral storage resource"),
-             "hugepages-": (_BYTE_DIVISORS, "the hugepages resource")}
+_BYTE_DIVISORS_SPELLED = ", ".join(_BYTE_DIVISORS)
+# Resource (after "limits."/"requests.") -> the divisors it takes, and the refusal's words.
+_DIVISORS = {
+    "cpu": (("1m", "1"), "1m and 1 are supported with the cpu resource"),
+    "memory": (_BYTE_DIVISORS, f"{_BYTE_DIVISORS_SPELLED} are supported with the memory "
+                               f"resource"),
+    "ephemeral-storage": (_BYTE_DIVISORS, f"{_BYTE_DIVISORS_SPELLED} are supported with the "
+                                          f"local ephemeral storage resource"),
+    "hugepages-": (_BYTE_DIVISORS, f"{_BYTE_DIVISORS_SPELLED} are supported with the "
+                                   f"hugepages resource"),
+}
 
 
 def _resource_field_ref_errors(ref: V1ResourceFieldSelector, path: str, *,
@@ -734,11 +740,12 @@ def _resource_field_ref_errors(ref: V1ResourceFieldSelector, path: str, *,
     errors: list[str] = []
     resource = ref.resource or ""
     huge_pages = resource.startswith(_HUGE_PAGES_FIELD_PREFIXES)
+    exposed = huge_pages or resource in _RESOURCE_FIELD_PATHS
     if in_volume and not ref.container_name:
         errors.append(required(f"{path}.containerName"))
     elif not resource:
         errors.append(required(f"{path}.resource"))
-    elif resource not in _RESOURCE_FIELD_PATHS and not huge_pages:
+    elif not exposed:
         errors.append(not_supported(f"{path}.resource", resource, _RESOURCE_FIELD_PATHS))
     if ref.divisor is None:
         return errors
@@ -747,14 +754,12 @@ def _resource_field_ref_errors(ref: V1ResourceFieldSelector, path: str, *,
             return errors  # the zero quantity is an unset divisor: 1
     except ValueError as err:
         return [*errors, invalid(f"{path}.divisor", str(ref.divisor), str(err))]
-    if resource not in _RESOURCE_FIELD_PATHS and not huge_pages:
+    if not exposed:
         return errors
-    kind = "hugepages-" if huge_pages else resource.partition(".")[2]
-    allowed, what = _DIVISORS[kind]
+    allowed, supported = _DIVISORS["hugepages-" if huge_pages else resource.partition(".")[2]]
     if go_quantity(ref.divisor) not in allowed:
-        spelled = " and ".join(allowed) if kind == "cpu" else ", ".join(allowed)
         errors.append(invalid(f"{path}.divisor", resource,
-                              f"only divisor's values {spelled} are supported with {what}"))
+                              f"only divisor's values {supported}"))
     return errors
 
 
