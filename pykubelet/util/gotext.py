@@ -66,23 +66,26 @@ def _shortest_digits(value: float) -> tuple[str, int]:
     return digits, len(digits) + exponent
 
 
-def go_format_float(value: float, verb: str) -> str:
+def go_format_float(value: float, verb: str, *, exponent_digits: int = 2) -> str:
     """``strconv.FormatFloat(value, verb, -1, 64)`` for a finite ``value`` and ``verb``
     ``'e'``, ``'f'`` or ``'g'``: the shortest digits that read back, laid out as Go does
-    (``'g'`` takes the exponent form below 1e-4 and from 1e6 on: ``1e+06``)."""
+    (``'g'`` takes the exponent form below 1e-4 and from 1e6 on: ``1e+06``). An exponent
+    is written with at least ``exponent_digits`` digits (strconv's 2)."""
     if not math.isfinite(value):
         raise ValueError(f"{value!r} has no Go decimal spelling here")
     sign = "-" if math.copysign(1.0, value) < 0 else ""
     if value == 0:
-        return {"e": f"{sign}0e+00", "f": f"{sign}0", "g": f"{sign}0"}[verb]
-    digits, point = _shortest_digits(value)
+        digits, point = "0", 1
+    else:
+        digits, point = _shortest_digits(value)
     exponent = point - 1
     if verb == "g":
         # With the shortest digits, strconv decides by a precision of 6.
         verb = "e" if exponent < -4 or exponent >= 6 else "f"
     if verb == "e":
         mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+        return (f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}"
+                f"{abs(exponent):0{exponent_digits}d}")
     if point <= 0:
         return f"{sign}0.{'0' * -point}{digits}"
     if point >= len(digits):
@@ -95,9 +98,7 @@ def go_json_float(value: float) -> str:
     to 1e21, otherwise the exponent form with at least one exponent digit (``1e-7``)."""
     magnitude = abs(value)
     if magnitude != 0 and (magnitude < 1e-6 or magnitude >= 1e21):
-        text = go_format_float(value, "e")
-        mantissa, _, exponent = text.partition("e")
-        return f"{mantissa}e{exponent[0]}{exponent[1:].lstrip('0') or '0'}"
+        return go_format_float(value, "e", exponent_digits=1)
     return go_format_float(value, "f")
 
 
